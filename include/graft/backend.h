@@ -1,0 +1,177 @@
+// The llama.cpp backend adapter: the only layer that talks to llama.h.
+//
+// Model: a loaded GGUF model and its vocabulary (tokenize, detokenize, chat template).
+// Context: a KV cache plus decode calls, with the three operations speculative
+// decoding needs: chunked prefill of the committed prefix, evaluation of a token
+// tree in one pass (tree attention through leaf-set sequence ids, DESIGN.md §3),
+// and committing an accepted root-to-node path while dropping the rest.
+//
+// Cache invariant kept by Context: sequence 0 holds exactly the committed tokens
+// at positions [0, n_past()). Other sequence ids are scratch, used only between an
+// evaluation and the following commit.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graft/tree.h"
+#include "graft/types.h"
+
+struct llama_model;
+struct llama_context;
+struct llama_vocab;
+
+namespace graft {
+
+// Version string of the llama.cpp build this binary was compiled against.
+std::string LlamaBuildInfo();
+
+// Routes llama.cpp's log: when `verbose` is false only errors reach stderr.
+void SetBackendVerbose(bool verbose);
+
+struct ChatMessage {
+  std::string role;     // "system", "user", "assistant"
+  std::string content;
+};
+
+struct ModelOptions {
+  int32_t n_gpu_layers = 0;  // 0 = CPU only; -1 = all layers when a GPU backend exists
+  bool vocab_only = false;   // tokenizer only, no weights (index building)
+};
+
+class Model {
+ public:
+  // Loads a GGUF file. Throws graft::Error with a message naming the file when it
+  // is missing, not a GGUF file, truncated or otherwise rejected by llama.cpp.
+  static std::unique_ptr<Model> Load(const std::string& path, const ModelOptions& options = {});
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const std::string& path() const { return path_; }
+  int32_t n_vocab() const { return n_vocab_; }
+  int32_t n_ctx_train() const;
+  uint64_t n_params() const;
+  uint64_t size_bytes() const;
+  std::string Description() const;  // e.g. "qwen2 1.5B Q4_K - Medium"
+  std::string Name() const;         // general.name, or the file name
+
+  // Tokenizes `text`. `add_special` adds BOS when the model wants it;
+  // `parse_special` turns "<|im_start|>"-style text into control tokens.
+  std::vector<Token> Tokenize(const std::string& text, bool add_special, bool parse_special) const;
+  // The text of one token (special tokens rendered when `special`).
+  std::string TokenToPiece(Token t, bool special = false) const;
+  std::string Detokenize(TokenSpan tokens, bool special = false) const;
+  bool IsEog(Token t) const;
+  Token Bos() const;
+  bool AddBos() const;
+
+  // Formats a conversation with the model's own chat template
+  // (llama_chat_apply_template). Throws if the model has none that llama.cpp knows.
+  std::string ApplyChatTemplate(const std::vector<ChatMessage>& messages, bool add_assistant) const;
+
+  // 64-bit FNV-1a over the vocabulary (size and every token's text). Two models
+  // with equal fingerprints tokenize identically; used by the datastore too.
+  uint64_t VocabFingerprint() const { return fingerprint_; }
+
+  llama_model* raw() const { return model_; }
+  const llama_vocab* vocab() const { return vocab_; }
+
+ private:
+  Model() = default;
+  std::string path_;
+  llama_model* model_ = nullptr;
+  const llama_vocab* vocab_ = nullptr;
+  int32_t n_vocab_ = 0;
+  uint64_t fingerprint_ = 0;
+};
+
+// Throws graft::Error unless `draft` can propose tokens for `target`: same
+// vocabulary size and token texts, same BOS/EOS.
+void CheckDraftCompatible(const Model& target, const Model& draft);
+
+struct ContextOptions {
+  int32_t n_ctx = 4096;     // KV cache size in tokens (prompt + output + one tree)
+  int32_t n_batch = 512;    // prefill chunk size
+  int32_t n_threads = 2;    // threads for single-token and batched decode
+  int32_t n_seq_max = 64;   // sequence ids available to a tree (its number of leaves)
+  int32_t max_tree = 64;    // largest tree EvalTree accepts (outputs per pass)
+};
+
+// One entry of a low-level batch (draft trees use these directly).
+struct BatchEntry {
+  Token token;
+  int32_t pos;
+  std::vector<int32_t> seq_ids;  // first id decides the mask row (DESIGN.md §3)
+  bool logits;
+};
+
+class Context {
+ public:
+  Context(const Model& model, const ContextOptions& options);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const Model& model() const { return model_; }
+  int32_t n_ctx() const { return n_ctx_; }
+  int32_t n_seq_max() const { return n_seq_max_; }
+  int32_t max_tree() const { return max_tree_; }
+  // Committed tokens in sequence 0: positions [0, n_past).
+  int32_t n_past() const { return n_past_; }
+
+  // Decodes `tokens` at positions [n_past, n_past + size) into sequence 0, in
+  // chunks of n_batch, and advances n_past. Returns the logits of the last token
+  // ([n_vocab], valid until the next decode) when `want_last_logits`, else nullptr.
+  // Throws if the tokens do not fit in the context.
+  const float* Prefill(TokenSpan tokens, bool want_last_logits = true);
+
+  // Evaluates a tree in one llama_decode: node i at position n_past + depth[i],
+  // tagged with LeafSequenceIds(parent). Logits for every node via Logits(i).
+  // Does not change n_past; the caller must CommitPath (or Rollback) next.
+  void EvalTree(const TokenTree& tree);
+
+  // Logits of output row i of the last decode ([n_vocab], valid until the next decode).
+  const float* Logits(int32_t i) const;
+
+  // After EvalTree: keeps sequence 0's prefix plus the nodes `path` (root first,
+  // a root-to-node path of the evaluated tree) and drops every other tree node.
+  // n_past grows by path.size().
+  void CommitPath(const std::vector<int32_t>& path);
+
+  // Drops everything at positions >= n (all sequences) and sets n_past = n.
+  void Truncate(int32_t n);
+
+  // Low-level access for draft trees, which manage their own sequence ids.
+  // Decode returns normally or throws (no KV slot, or backend error).
+  void Decode(const std::vector<BatchEntry>& entries);
+  void SeqCopy(int32_t src, int32_t dst);   // all positions
+  void SeqKeep(int32_t seq);
+  void SeqRemove(int32_t seq, int32_t p0, int32_t p1);  // positions [p0, p1), -1 = open end
+  // Makes sequence `seq`'s cells up to position `n_past + path_len - 1` the new
+  // committed prefix (in sequence 0) and drops all other scratch sequences;
+  // n_past grows by path_len.
+  void CommitSequence(int32_t seq, int32_t path_len);
+
+  llama_context* raw() const { return ctx_; }
+
+ private:
+  void DecodeChecked(int32_t n_tokens, const char* what);
+
+  const Model& model_;
+  llama_context* ctx_ = nullptr;
+  struct BatchHolder;
+  std::unique_ptr<BatchHolder> batch_;
+  int32_t n_ctx_ = 0;
+  int32_t n_batch_ = 0;
+  int32_t n_seq_max_ = 0;
+  int32_t max_tree_ = 0;
+  int32_t n_past_ = 0;
+  int32_t last_tree_leaves_ = 0;             // leaves of the last EvalTree (seq ids used)
+  std::vector<std::vector<int32_t>> last_tree_seqs_;  // [n] leaf ids per node of the last tree
+  std::vector<int32_t> last_tree_depth_;              // [n]
+};
+
+}  // namespace graft

@@ -1,0 +1,96 @@
+// Online acceptance calibration: maps a node's (source, edge confidence, depth) to the
+// probability that the target accepts it, learned from verification outcomes.
+// Pure C++: no llama.h.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "graft/tree.h"
+#include "graft/types.h"
+
+namespace graft {
+
+struct CalibrationOptions {
+  // Strength (pseudo-counts) of the Beta prior of a coarse (source, confidence bucket)
+  // cell. The prior is centred on the raw edge confidence, so with no data Estimate()
+  // returns the source's own estimate and moves towards the observed rate as
+  // observations accumulate (half-way after `prior_strength` observations).
+  double prior_strength = 4.0;
+  // Strength of the coarse cell's estimate as the prior of a fine
+  // (source, confidence bucket, depth bucket) cell: a sparse fine cell backs off to
+  // its coarse cell, a well-observed one follows its own rate.
+  double backoff_strength = 4.0;
+};
+
+// What an edge's confidence means differs per source (a draft model's softmax, a
+// suffix index's count ratio) and drifts with the request, so acceptance is learned
+// online, per source, in a grid of 10 confidence buckets (width 0.1 on the edge
+// prob) x 8 depth buckets (depth 1..7, 8+).
+//
+// Outcome semantics (the caller's contract): Record a node only when it was tested,
+// i.e. its parent was accepted in the verification pass; `accepted` says whether the
+// node itself was then accepted. Nodes under a rejected parent were never tested and
+// must not be recorded (they would bias every rate down). So Estimate() is
+// P(node accepted | parent accepted): the calibrated *edge* acceptance, and the
+// product of Estimate() along a path is the probability that the whole path is
+// accepted (see PathAcceptance).
+//
+// Not thread-safe; one instance per engine state. Memory: fixed, about 9 KiB.
+class Calibration {
+ public:
+  static constexpr int kConfBuckets = 10;   // buckets of width 0.1 on the edge prob
+  static constexpr int kDepthBuckets = 8;   // depth 1..7 -> 0..6, depth >= 8 -> 7
+
+  explicit Calibration(const CalibrationOptions& options = {}) : options_(options) {}
+
+  // Records one tested node. `edge_prob` is the node's own (uncalibrated) edge
+  // confidence, `depth` its depth (>= 1; 0 is treated as 1). Source kRoot is ignored. O(1).
+  void Record(Source source, float edge_prob, int depth, bool accepted);
+
+  // Posterior mean acceptance of an edge, in [0, 1]. kRoot returns 1. O(1).
+  // Two-level shrinkage: coarse = (k0 * p + s_c) / (k0 + n_c) with p the clamped raw
+  // confidence; fine = (k1 * coarse + s_f) / (k1 + n_f). (s, n) = accepts, trials.
+  double Estimate(Source source, float edge_prob, int depth) const;
+
+  // Observed counts, for statistics and tests. O(1) / O(buckets).
+  double Trials(Source source, float edge_prob, int depth) const;
+  double SourceTrials(Source source) const;
+  double SourceAccepts(Source source) const;
+
+  // Multiplies every count by `factor` in (0, 1]: exponential forgetting for drifting
+  // requests. O(cells).
+  void Decay(double factor);
+
+  // Forgets everything. O(cells).
+  void Clear();
+
+  const CalibrationOptions& options() const { return options_; }
+
+  static int ConfBucket(float edge_prob);
+  static int DepthBucket(int depth);
+
+ private:
+  struct Cell {
+    double trials = 0;   // tested nodes that fell in this cell
+    double accepts = 0;  // of those, how many the target accepted
+  };
+  static constexpr int kCells = kNumSources * kConfBuckets * kDepthBuckets;
+  static int FineIndex(int s, int c, int d) { return (s * kConfBuckets + c) * kDepthBuckets + d; }
+  static int CoarseIndex(int s, int c) { return s * kConfBuckets + c; }
+
+  CalibrationOptions options_;
+  std::array<Cell, kCells> fine_{};                        // (source, conf, depth)
+  std::array<Cell, kNumSources * kConfBuckets> coarse_{};  // (source, conf): sum over depth
+};
+
+// a(node) for every node: the product of calibrated edge acceptance along the path
+// root..node (root = 1). Non-increasing along every path. O(n).
+std::vector<double> PathAcceptance(const TokenTree& tree, const Calibration& calibration);
+
+// Expected number of accepted proposals of `tree` = sum over non-root nodes of a(node)
+// (the bonus token is not counted). The objective Prune and Graft trade slots for. O(n).
+double ExpectedAcceptedLength(const TokenTree& tree, const Calibration& calibration);
+
+}  // namespace graft

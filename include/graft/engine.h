@@ -1,0 +1,138 @@
+// The decoding engine: one loop (draft -> prune -> retrieve -> graft -> verify ->
+// commit), every method a configuration of it (DESIGN.md §1).
+//
+//   Engine engine(target, draft_or_null, {.n_ctx = 4096});
+//   GenerateRequest req{.prompt = tokens, .n_predict = 128};
+//   GenerateResult out = engine.Generate(req, {.method = Method::kGraft});
+//
+// An Engine owns the target's and the draft's KV caches and the learned state that
+// outlives a request (history index, next-token table, calibration); it serves one
+// request at a time (callers serialise, e.g. the server's slot queue).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graft/backend.h"
+#include "graft/prune.h"
+#include "graft/sampling.h"
+#include "graft/types.h"
+
+namespace graft {
+
+enum class Method {
+  kAr,       // plain decoding: one token per target pass
+  kChain,    // draft model, linear chain (llama.cpp speculative)
+  kTree,     // dense draft tree, EAGLE-2 style
+  kPruned,   // dense draft tree after calibrated pruning
+  kPld,      // prompt lookup (n-gram match in prompt + output), linear
+  kSuffix,   // request-local + history suffix index, tree
+  kRest,     // corpus datastore (--index), tree
+  kRecycle,  // next-token table from verification logits, tree
+  kGraft,    // pruned draft tree + retrieval grafted into the freed slots
+  kOracle,   // the recorded target continuation (benchmark upper bound)
+};
+
+// "ar", "chain", ... Throws graft::Error naming the valid methods for an unknown name.
+Method ParseMethod(const std::string& name);
+std::string MethodName(Method m);
+bool MethodNeedsDraft(Method m);
+std::vector<Method> AllMethods();  // every method except kOracle
+
+struct EngineConfig {
+  int32_t n_ctx = 4096;
+  int32_t n_threads = 2;
+  int32_t max_tree = 64;             // largest verification tree the contexts accept
+  std::string index_path;            // corpus datastore for rest / graft ("" = none)
+  int32_t history_tokens = 1 << 20;  // capacity of the cross-request history index
+};
+
+struct DecodeOptions {
+  Method method = Method::kAr;
+  int32_t tree_budget = 16;     // N: nodes per verification pass, root included
+  int32_t draft_max = 6;        // deepest draft level (chain: its length)
+  int32_t draft_min = 0;        // chain: skip drafts shorter than this
+  float draft_p_min = 0.0f;     // chain: stop when the draft's top-1 prob is below
+  int32_t draft_topk = 4;       // tree: children per expanded node
+  int32_t draft_frontier = 4;   // tree: nodes expanded per level (K)
+  PruneOptions prune;           // pruned / graft
+  int32_t retrieve_nodes = 4;   // graft: tree nodes (best first) queried for retrieval
+  bool use_history = true;      // suffix / graft: include earlier requests' outputs
+  bool learn = true;            // update history, next-token table and calibration
+};
+
+struct GenerateRequest {
+  std::vector<Token> prompt;                  // tokenized, BOS included if wanted
+  int32_t n_predict = 128;                    // new tokens at most (>= 1)
+  SamplingParams sampling;                    // temperature 0 = greedy
+  std::vector<Token> oracle;                  // kOracle: the recorded continuation
+  // Called after each target pass with the newly emitted tokens; return false to
+  // stop (a cancelled stream). May be empty.
+  std::function<bool(const std::vector<Token>&)> on_tokens;
+};
+
+struct SourceCounts {
+  int64_t proposed = 0;  // nodes of this source in verified trees
+  int64_t accepted = 0;  // of those, accepted by the target
+};
+
+struct GenerationStats {
+  int32_t n_prompt = 0;
+  int32_t n_generated = 0;
+  int32_t n_passes = 0;          // target verification passes (prefill excluded)
+  int64_t n_draft_passes = 0;    // draft-model decode calls
+  int64_t nodes_verified = 0;    // tree nodes evaluated by the target, roots included
+  int64_t n_drafted = 0;         // draft-model nodes in verified trees
+  int64_t n_grafted = 0;         // retrieval / oracle nodes in verified trees
+  int64_t n_accepted = 0;        // proposed nodes accepted (bonus tokens excluded)
+  SourceCounts per_source[kNumSources];
+  double t_prefill_ms = 0, t_draft_ms = 0, t_retrieve_ms = 0, t_graft_ms = 0;
+  double t_verify_ms = 0, t_commit_ms = 0, t_decode_ms = 0;  // decode = all after prefill
+  std::string stop_reason;  // "eog", "length", "cancelled", "context"
+
+  // Mean tokens per target pass, bonus included.
+  double tau() const { return n_passes ? static_cast<double>(n_generated) / n_passes : 0; }
+  double acceptance() const {
+    const int64_t p = n_drafted + n_grafted;
+    return p ? static_cast<double>(n_accepted) / p : 0;
+  }
+  double prefill_tps() const { return t_prefill_ms > 0 ? n_prompt * 1000.0 / t_prefill_ms : 0; }
+  double decode_tps() const { return t_decode_ms > 0 ? n_generated * 1000.0 / t_decode_ms : 0; }
+};
+
+struct GenerateResult {
+  std::vector<Token> tokens;  // generated tokens (end-of-generation token excluded)
+  GenerationStats stats;
+};
+
+class Engine {
+ public:
+  // `draft` may be null (no draft methods then). Both models must outlive the engine.
+  // Throws graft::Error for an incompatible draft or an unreadable index.
+  Engine(const Model& target, const Model* draft, const EngineConfig& config);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Checks that `options` can run on this engine (draft present, index present,
+  // budget in range); throws graft::Error with an actionable message otherwise.
+  void Validate(const DecodeOptions& options) const;
+
+  GenerateResult Generate(const GenerateRequest& request, const DecodeOptions& options);
+
+  const Model& target() const;
+  const Model* draft() const;
+  bool has_index() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+// "decoded 128 tokens in 3.2 s, 40.0 t/s ..." in llama.cpp's speculative form.
+std::string FormatStats(const GenerationStats& st, Method m);
+
+}  // namespace graft

@@ -1,0 +1,71 @@
+// Token sampling shared by plain autoregressive decoding and speculative verification,
+// so both paths draw from exactly the same distribution. Pure C++: no llama.h.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "graft/types.h"
+
+namespace graft {
+
+struct SamplingParams {
+  float temperature = 0.0f;  // <= 0: greedy (argmax, ties to the lowest token id)
+  int top_k = 0;             // keep the k highest logits; <= 0: keep all
+  float top_p = 1.0f;        // nucleus: keep the smallest prefix with mass >= top_p; >= 1: keep all
+  uint64_t seed = 0;         // seeds the engine's Rng
+};
+
+// A sparse probability distribution over the tokens that can be sampled.
+struct Distribution {
+  std::vector<Token> token;  // [m], distinct; every token not listed has probability 0
+  std::vector<float> prob;   // [m], > 0, sums to 1 up to float rounding
+
+  int32_t size() const { return static_cast<int32_t>(token.size()); }
+  // Probability of `t` (0 if absent). O(m).
+  float Prob(Token t) const;
+  // Most probable token, ties to the lowest id; kNoToken if empty. O(m).
+  Token Mode() const;
+};
+
+// Index of the largest logit, ties to the lowest token id; NaN counts as -inf.
+// Throws std::invalid_argument for n_vocab <= 0. O(n_vocab).
+Token Argmax(const float* logits, int32_t n_vocab);
+
+// The sampling distribution of `params` over `logits` ([n_vocab]). Order of the chain:
+//   1. temperature <= 0: point mass on Argmax (top_k / top_p ignored);
+//   2. top-k on the raw logits (ties at the cut to the lowest ids);
+//   3. softmax of logits / temperature (in double);
+//   4. top-p: keep the most probable tokens (ties to the lowest id) until their mass
+//      reaches top_p (at least one), then renormalise.
+// (llama.cpp's default chain applies top-p before temperature; ours is the documented
+// one above and is the only sampler the engine uses, plain or speculative.)
+// Entries are sorted by probability (descending, ties to the lower id) when top-k or
+// top-p cut; otherwise they are in token order. -inf / NaN logits get probability 0.
+// Throws std::invalid_argument if no token has a finite logit.
+// Cost: O(V) for greedy or plain softmax, O(V + k log k) with top-k, O(V log V) for
+// top-p without top-k.
+Distribution MakeDistribution(const float* logits, int32_t n_vocab, const SamplingParams& params);
+inline Distribution MakeDistribution(std::span<const float> logits, const SamplingParams& params) {
+  return MakeDistribution(logits.data(), static_cast<int32_t>(logits.size()), params);
+}
+
+// Deterministic PRNG (xoshiro256**, seeded through splitmix64): the same seed gives the
+// same stream on every platform. 32 bytes of state; copyable.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed = 0);
+  uint64_t Next();
+  // Uniform in [0, 1) with 53 random bits.
+  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
+
+ private:
+  uint64_t s_[4];
+};
+
+// Inverse-CDF draw over the entries in stored order; consumes exactly one Uniform().
+// Throws std::invalid_argument on an empty distribution. O(m).
+Token SampleToken(const Distribution& dist, Rng& rng);
+
+}  // namespace graft

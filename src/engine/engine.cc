@@ -1,0 +1,392 @@
+// The decoding loop. Every method is a configuration of one step:
+//   propose (draft / retrieve / graft) -> verify (one target pass) -> commit -> learn.
+#include "graft/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "engine/drafter.h"
+#include "graft/calibration.h"
+#include "graft/error.h"
+#include "graft/graft.h"
+#include "graft/retrieval_datastore.h"
+#include "graft/retrieval_next_token.h"
+#include "graft/retrieval_pld.h"
+#include "graft/retrieval_suffix.h"
+#include "graft/verify.h"
+
+namespace graft {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double MsSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+constexpr int32_t kContextTail = 64;  // context tokens handed to retrieval sources
+constexpr int32_t kRecycleK = 8;      // top-k of verification logits fed to the table
+
+// Top-k of a logit row with softmax probabilities. O(V).
+void TopK(const float* logits, int32_t n_vocab, int32_t k, std::vector<Token>* toks, std::vector<float>* probs) {
+  std::vector<std::pair<float, Token>> best;
+  float mx = -INFINITY;
+  for (int32_t i = 0; i < n_vocab; ++i) mx = std::max(mx, logits[i]);
+  double sum = 0;
+  for (int32_t i = 0; i < n_vocab; ++i) {
+    sum += std::exp(static_cast<double>(logits[i] - mx));
+    if (static_cast<int32_t>(best.size()) < k) {
+      best.push_back({logits[i], i});
+      std::push_heap(best.begin(), best.end(), std::greater<>());
+    } else if (logits[i] > best.front().first) {
+      std::pop_heap(best.begin(), best.end(), std::greater<>());
+      best.back() = {logits[i], i};
+      std::push_heap(best.begin(), best.end(), std::greater<>());
+    }
+  }
+  toks->clear();
+  probs->clear();
+  for (const auto& [l, t] : best) {
+    toks->push_back(t);
+    probs->push_back(static_cast<float>(std::exp(static_cast<double>(l - mx)) / sum));
+  }
+}
+
+}  // namespace
+
+Method ParseMethod(const std::string& name) {
+  for (Method m : AllMethods()) {
+    if (MethodName(m) == name) return m;
+  }
+  if (name == "oracle") return Method::kOracle;
+  throw Error("unknown method '" + name + "'; choose one of ar, chain, tree, pruned, pld, suffix, rest, recycle, graft");
+}
+
+std::string MethodName(Method m) {
+  switch (m) {
+    case Method::kAr: return "ar";
+    case Method::kChain: return "chain";
+    case Method::kTree: return "tree";
+    case Method::kPruned: return "pruned";
+    case Method::kPld: return "pld";
+    case Method::kSuffix: return "suffix";
+    case Method::kRest: return "rest";
+    case Method::kRecycle: return "recycle";
+    case Method::kGraft: return "graft";
+    case Method::kOracle: return "oracle";
+  }
+  return "?";
+}
+
+bool MethodNeedsDraft(Method m) {
+  return m == Method::kChain || m == Method::kTree || m == Method::kPruned || m == Method::kGraft;
+}
+
+std::vector<Method> AllMethods() {
+  return {Method::kAr,     Method::kChain, Method::kTree,    Method::kPruned, Method::kPld,
+          Method::kSuffix, Method::kRest,  Method::kRecycle, Method::kGraft};
+}
+
+struct Engine::State {
+  const Model& target;
+  const Model* draft;
+  EngineConfig config;
+  std::unique_ptr<Context> tctx;
+  std::unique_ptr<Context> dctx;
+  std::unique_ptr<Drafter> drafter;
+  std::unique_ptr<Datastore> datastore;
+  HistoryIndex history;
+  NextTokenTable recycle;
+  Calibration calibration;
+  RequestRetriever request;
+  PromptLookup pld;
+  std::vector<Token> tctx_tokens;  // tokens in the target cache (prefix reuse across requests)
+
+  State(const Model& t, const Model* d, const EngineConfig& c)
+      : target(t),
+        draft(d),
+        config(c),
+        history(HistoryOptions{c.history_tokens, {}}),
+        recycle(t.n_vocab()),
+        request(RetrievalOptions{}, &history) {}
+};
+
+Engine::Engine(const Model& target, const Model* draft, const EngineConfig& config)
+    : s_(std::make_unique<State>(target, draft, config)) {
+  if (config.max_tree < 1) throw Error("tree budget must be at least 1");
+  ContextOptions co;
+  co.n_ctx = config.n_ctx;
+  co.n_threads = config.n_threads;
+  co.max_tree = config.max_tree;
+  co.n_seq_max = std::clamp(config.max_tree, 1, 256);
+  s_->tctx = std::make_unique<Context>(target, co);
+  if (draft != nullptr) {
+    CheckDraftCompatible(target, *draft);
+    ContextOptions dco = co;
+    dco.max_tree = 64;
+    dco.n_seq_max = 128;
+    s_->dctx = std::make_unique<Context>(*draft, dco);
+    s_->drafter = std::make_unique<Drafter>(s_->dctx.get());
+  }
+  if (!config.index_path.empty()) {
+    s_->datastore = Datastore::Open(config.index_path, target.VocabFingerprint());
+  }
+}
+
+Engine::~Engine() = default;
+
+const Model& Engine::target() const { return s_->target; }
+const Model* Engine::draft() const { return s_->draft; }
+bool Engine::has_index() const { return s_->datastore != nullptr; }
+
+void Engine::Validate(const DecodeOptions& o) const {
+  if (MethodNeedsDraft(o.method) && s_->draft == nullptr) {
+    throw Error("method " + MethodName(o.method) +
+                " needs a draft model (-md); without one use ar, pld, suffix, rest or recycle");
+  }
+  if (o.method == Method::kRest && s_->datastore == nullptr) {
+    throw Error("method rest needs a corpus datastore (--index PATH, built with `graft index build`)");
+  }
+  if (o.tree_budget < 1) throw Error("tree budget must be at least 1");
+  if (o.tree_budget > s_->tctx->max_tree() || o.tree_budget > s_->tctx->n_seq_max()) {
+    throw Error("tree budget " + std::to_string(o.tree_budget) + " exceeds this engine's limit of " +
+                std::to_string(std::min(s_->tctx->max_tree(), s_->tctx->n_seq_max())) +
+                " (the context's sequence limit)");
+  }
+  if (o.draft_max < 1 || o.draft_topk < 1 || o.draft_frontier < 1) {
+    throw Error("draft depth, top-k and frontier must be at least 1");
+  }
+}
+
+GenerateResult Engine::Generate(const GenerateRequest& req, const DecodeOptions& o) {
+  Validate(o);
+  State& s = *s_;
+  if (req.prompt.empty()) throw Error("the prompt is empty");
+  if (req.n_predict < 1) throw Error("n_predict must be at least 1");
+  Context& tctx = *s.tctx;
+  if (static_cast<int32_t>(req.prompt.size()) >= tctx.n_ctx()) {
+    throw Error("prompt is " + std::to_string(req.prompt.size()) + " tokens but the context holds " +
+                std::to_string(tctx.n_ctx()) + " (raise -c or shorten the prompt)");
+  }
+  GenerateResult result;
+  GenerationStats& st = result.stats;
+  st.n_prompt = static_cast<int32_t>(req.prompt.size());
+  const int32_t nv = s.target.n_vocab();
+  const bool greedy = req.sampling.temperature <= 0.0f;
+  Rng rng(req.sampling.seed);
+
+  // Prefill all but the last prompt token (the first root), reusing a common prefix.
+  auto t0 = Clock::now();
+  std::vector<Token> committed = req.prompt;
+  {
+    size_t common = 0;
+    const size_t limit = std::min(s.tctx_tokens.size(), committed.size() - 1);
+    while (common < limit && s.tctx_tokens[common] == committed[common]) ++common;
+    if (static_cast<int32_t>(common) < tctx.n_past()) tctx.Truncate(static_cast<int32_t>(common));
+    tctx.Prefill(TokenSpan(committed).subspan(common, committed.size() - 1 - common), false);
+  }
+  if (s.dctx) {
+    // The draft cache catches up lazily; drop what differs from this prompt.
+    size_t common = 0;
+    const size_t limit = std::min<size_t>(s.dctx->n_past(), committed.size() - 1);
+    while (common < limit && common < s.tctx_tokens.size() && s.tctx_tokens[common] == committed[common]) ++common;
+    if (static_cast<int32_t>(common) < s.dctx->n_past()) s.dctx->Truncate(static_cast<int32_t>(common));
+  }
+  s.tctx_tokens = committed;
+  s.tctx_tokens.pop_back();
+  st.t_prefill_ms = MsSince(t0);
+  const bool use_request = o.method == Method::kSuffix || o.method == Method::kGraft;
+  if (use_request) s.request.Reset(req.prompt);
+
+  auto t_decode = Clock::now();
+  TokenTree tree;
+  CandidateTrie trie;
+  std::vector<Token> topk_tok;
+  std::vector<float> topk_prob;
+  int32_t generated = 0;
+  st.stop_reason = "length";
+  bool done = false;
+  while (!done) {
+    const int32_t room = tctx.n_ctx() - tctx.n_past();
+    if (room < 1) {
+      st.stop_reason = "context";
+      break;
+    }
+    const int32_t budget = std::max(1, std::min(o.tree_budget, room));
+    const int32_t max_depth = std::min(o.draft_max, room - 1);
+    tree.Reset(committed.back());
+    bool drafted = false;
+
+    // 1-2. Draft (and prune).
+    auto tp = Clock::now();
+    if (MethodNeedsDraft(o.method) && max_depth >= 1) {
+      DraftParams dp;
+      dp.budget = budget;
+      dp.max_depth = max_depth;
+      if (o.method == Method::kChain) {
+        dp.topk = 1;
+        dp.frontier = 1;
+        dp.budget = std::min(budget, max_depth + 1);
+        dp.p_min = o.draft_p_min;
+      } else {
+        dp.topk = o.draft_topk;
+        dp.frontier = o.draft_frontier;
+      }
+      if (o.method == Method::kPruned || o.method == Method::kGraft) {
+        dp.calibration = &s.calibration;
+        dp.min_accept = o.prune.min_accept_prob;
+      }
+      st.n_draft_passes += s.drafter->Draft(committed, dp, &tree);
+      drafted = true;
+      if (o.method == Method::kChain && tree.size() - 1 < o.draft_min) tree.Reset(committed.back());
+      if (dp.calibration != nullptr) {
+        std::vector<int32_t> kept;
+        PruneOptions po = o.prune;
+        po.max_depth = std::min(po.max_depth, max_depth);
+        tree = Prune(tree, po, s.calibration, &kept);
+        s.drafter->Remap(kept);
+      }
+    }
+    st.t_draft_ms += MsSince(tp);
+
+    // 3-4. Retrieve and graft.
+    tp = Clock::now();
+    std::vector<CandidateTrie> tries;
+    std::vector<GraftRequest> grafts;
+    auto context_for = [&](int32_t node) {
+      const size_t from = committed.size() > kContextTail ? committed.size() - kContextTail : 0;
+      std::vector<Token> ctx(committed.begin() + from, committed.end());
+      std::vector<Token> path = tree.PathTokens(node);
+      ctx.insert(ctx.end(), path.begin() + 1, path.end());
+      return ctx;
+    };
+    auto query = [&](const RetrievalSource& src, int32_t node, int32_t nodes) {
+      tries.emplace_back();
+      src.Query(context_for(node), nodes, &tries.back());
+      if (tries.back().empty()) tries.pop_back();
+      else grafts.push_back({node, nullptr, src.source()});
+    };
+    const int32_t free_slots = budget - tree.size();
+    if (free_slots > 0) {
+      switch (o.method) {
+        case Method::kPld: query(s.pld, 0, free_slots); break;
+        case Method::kSuffix: query(s.request, 0, free_slots); break;
+        case Method::kRest: query(*s.datastore, 0, free_slots); break;
+        case Method::kRecycle: query(s.recycle, 0, free_slots); break;
+        case Method::kOracle: {
+          tries.emplace_back();
+          if (static_cast<size_t>(generated) < req.oracle.size()) {
+            int32_t parent = -1;
+            for (int32_t i = generated; i < static_cast<int32_t>(req.oracle.size()) && tries.back().size() < free_slots; ++i) {
+              parent = tries.back().Add(parent, req.oracle[i], 1.0f);
+            }
+          }
+          if (tries.back().empty()) tries.pop_back();
+          else grafts.push_back({0, nullptr, Source::kOracle});
+          break;
+        }
+        case Method::kGraft: {
+          // Root and the best kept nodes, most probable first.
+          std::vector<double> acc = PathAcceptance(tree, s.calibration);
+          std::vector<int32_t> nodes(tree.size());
+          for (int32_t i = 0; i < tree.size(); ++i) nodes[i] = i;
+          std::stable_sort(nodes.begin() + 1, nodes.end(), [&](int32_t x, int32_t y) { return acc[x] > acc[y]; });
+          nodes.resize(std::min<size_t>(nodes.size(), 1 + o.retrieve_nodes));
+          for (int32_t n : nodes) {
+            query(s.request, n, free_slots);
+            if (s.datastore) query(*s.datastore, n, free_slots);
+            query(s.recycle, n, free_slots);
+          }
+          break;
+        }
+        default: break;
+      }
+    }
+    st.t_retrieve_ms += MsSince(tp);
+    tp = Clock::now();
+    if (!grafts.empty()) {
+      for (size_t i = 0; i < grafts.size(); ++i) grafts[i].trie = &tries[i];
+      GraftOptions go;
+      if (o.method == Method::kGraft) go.min_accept_prob = o.prune.min_accept_prob;
+      go.max_depth = room - 1;
+      GraftMany(&tree, grafts, budget, s.calibration, go);
+    }
+    st.t_graft_ms += MsSince(tp);
+
+    // 5. Verify in one target pass.
+    tp = Clock::now();
+    tctx.EvalTree(tree);
+    VerifyResult vr = greedy
+        ? VerifyGreedy(tree, [&](int32_t node) { return Argmax(tctx.Logits(node), nv); })
+        : VerifyStochastic(tree, [&](int32_t node) { return MakeDistribution(tctx.Logits(node), nv, req.sampling); }, rng);
+    st.t_verify_ms += MsSince(tp);
+
+    // 6. Learn, then commit.
+    tp = Clock::now();
+    ++st.n_passes;
+    st.nodes_verified += tree.size();
+    for (int32_t i = 1; i < tree.size(); ++i) {
+      auto& c = st.per_source[static_cast<int>(tree.source[i])];
+      ++c.proposed;
+      (tree.source[i] == Source::kDraft ? st.n_drafted : st.n_grafted)++;
+    }
+    for (size_t i = 1; i < vr.accepted.size(); ++i) ++st.per_source[static_cast<int>(tree.source[vr.accepted[i]])].accepted;
+    st.n_accepted += vr.num_accepted_proposals();
+    if (o.learn) {
+      RecordOutcome(tree, vr, &s.calibration);
+      if (o.method == Method::kRecycle || o.method == Method::kGraft) {
+        for (int32_t node : vr.accepted) {
+          TopK(tctx.Logits(node), nv, kRecycleK, &topk_tok, &topk_prob);
+          s.recycle.Update(tree.token[node], topk_tok, topk_prob);
+        }
+      }
+    }
+    tctx.CommitPath(vr.accepted);
+    if (drafted) s.drafter->Commit(vr.accepted);
+    std::vector<Token> emitted = vr.CommittedTokens(tree);
+    for (int32_t node : vr.accepted) s.tctx_tokens.push_back(tree.token[node]);
+    // Cut at end-of-generation or the length limit.
+    std::vector<Token> out;
+    for (Token t : emitted) {
+      if (s.target.IsEog(t)) {
+        st.stop_reason = "eog";
+        done = true;
+        break;
+      }
+      out.push_back(t);
+      if (++generated >= req.n_predict) {
+        done = true;
+        break;
+      }
+    }
+    committed.insert(committed.end(), emitted.begin(), emitted.end());
+    if (use_request) s.request.Append(emitted);
+    result.tokens.insert(result.tokens.end(), out.begin(), out.end());
+    st.t_commit_ms += MsSince(tp);
+    if (req.on_tokens && !out.empty() && !req.on_tokens(out)) {
+      st.stop_reason = "cancelled";
+      done = true;
+    }
+  }
+  st.n_generated = static_cast<int32_t>(result.tokens.size());
+  st.t_decode_ms = MsSince(t_decode);
+  if (o.learn && !result.tokens.empty()) s.history.AddOutput(result.tokens);
+  return result;
+}
+
+std::string FormatStats(const GenerationStats& st, Method m) {
+  char buf[1024];
+  int n = snprintf(buf, sizeof(buf),
+                   "%-7s prompt %d tokens (%.1f t/s) | decoded %d tokens in %.2f s, %.2f t/s | "
+                   "passes %d, tau %.2f, drafted %lld, grafted %lld, accepted %lld (%.1f%%) | "
+                   "ms: draft %.0f retrieve %.1f graft %.1f verify %.0f commit %.1f",
+                   MethodName(m).c_str(), st.n_prompt, st.prefill_tps(), st.n_generated, st.t_decode_ms / 1000.0,
+                   st.decode_tps(), st.n_passes, st.tau(), static_cast<long long>(st.n_drafted),
+                   static_cast<long long>(st.n_grafted), static_cast<long long>(st.n_accepted),
+                   100.0 * st.acceptance(), st.t_draft_ms, st.t_retrieve_ms, st.t_graft_ms, st.t_verify_ms,
+                   st.t_commit_ms);
+  return std::string(buf, std::min<int>(n, sizeof(buf) - 1));
+}
+
+}  // namespace graft

@@ -1,0 +1,244 @@
+// End-to-end engine tests on real GGUF models: greedy losslessness of every method
+// (tiny random pair; and the default Qwen pair when GRAFT_TEST_REAL_PAIR is not 0),
+// sampling losslessness (chi-square against ar), and bad-input errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "graft/engine.h"
+#include "graft/error.h"
+#include "graft/retrieval_datastore.h"
+
+namespace graft {
+namespace {
+
+std::string ModelPath(const std::string& name) {
+  const char* d = std::getenv("GRAFT_MODEL_DIR");
+  std::string dir = d ? d : std::string(std::getenv("HOME")) + "/.cache/graft/models";
+  return dir + "/" + name;
+}
+
+std::string DataDir() {
+  const char* src = std::getenv("GRAFT_SOURCE_DIR");
+  return std::string(src ? src : ".") + "/../shared/data";
+}
+
+// The first `per_category` first-turn prompts of each Spec-Bench category group.
+std::vector<std::string> SpecBenchPrompts(int per_category) {
+  std::ifstream in(DataDir() + "/spec_bench/question.jsonl");
+  EXPECT_TRUE(in.good()) << "missing " << DataDir();
+  std::map<std::string, int> seen;
+  std::vector<std::string> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    std::string cat = j["question_id"].get<int>() <= 160 ? "mt_bench" : j["category"].get<std::string>();
+    if (seen[cat]++ < per_category) out.push_back(j["turns"][0].get<std::string>().substr(0, 1500));
+  }
+  return out;
+}
+
+std::vector<Token> Encode(const Model& m, const std::string& text) {
+  const std::string s = m.ApplyChatTemplate({{"user", text}}, true);
+  return m.Tokenize(s, true, true);
+}
+
+// Top-1 minus top-2 target logit after `ctx` (a fresh context).
+float GapAfter(const Model& m, const std::vector<Token>& ctx) {
+  Context c(m, ContextOptions{.n_ctx = 4096, .n_batch = 512, .n_threads = 2, .n_seq_max = 1, .max_tree = 1});
+  const float* l = c.Prefill(ctx, true);
+  float a = -INFINITY, b = -INFINITY;
+  for (int32_t i = 0; i < m.n_vocab(); ++i) {
+    if (l[i] > a) { b = a; a = l[i]; } else if (l[i] > b) { b = l[i]; }
+  }
+  return a - b;
+}
+
+struct PairCase {
+  std::string target, draft;
+  int prompts_per_category;
+  int n_predict;
+  float epsilon;  // a divergence is allowed where the target's top-2 gap is below this
+};
+
+void CheckGreedyLossless(const PairCase& pc, const std::vector<Method>& methods) {
+  auto target = Model::Load(ModelPath(pc.target));
+  auto draft = Model::Load(ModelPath(pc.draft));
+  const auto prompts = SpecBenchPrompts(pc.prompts_per_category);
+  ASSERT_GE(prompts.size(), 20u);
+  // A small corpus datastore from the code-edit set, for rest and graft.
+  const std::string index = (std::filesystem::temp_directory_path() / ("graft_engine_test_" + std::to_string(getpid()) + ".idx")).string();
+  {
+    std::ifstream in(DataDir() + "/code_edit/edit_eval.jsonl");
+    std::vector<Token> corpus;
+    std::string line;
+    for (int i = 0; i < 40 && std::getline(in, line); ++i) {
+      auto j = nlohmann::json::parse(line);
+      auto t = target->Tokenize(j["input"].get<std::string>(), false, false);
+      corpus.insert(corpus.end(), t.begin(), t.end());
+      corpus.push_back(kDatastoreSeparator);
+    }
+    BuildDatastore(corpus, target->VocabFingerprint(), index);
+  }
+  EngineConfig cfg;
+  cfg.n_ctx = 2048;
+  cfg.max_tree = 32;
+  cfg.index_path = index;
+  Engine engine(*target, draft.get(), cfg);
+  int total = 0, diverged = 0;
+  std::map<std::string, double> tau;
+  for (const auto& p : prompts) {
+    GenerateRequest req;
+    req.prompt = Encode(*target, p);
+    req.n_predict = pc.n_predict;
+    DecodeOptions ar;
+    const auto ref = engine.Generate(req, ar).tokens;
+    for (Method m : methods) {
+      DecodeOptions o;
+      o.method = m;
+      o.tree_budget = 16;
+      const auto res = engine.Generate(req, o);
+      tau[MethodName(m)] += res.stats.tau() / prompts.size();
+      EXPECT_EQ(res.stats.n_generated, static_cast<int32_t>(res.tokens.size()));
+      ++total;
+      if (res.tokens == ref) continue;
+      // Find the first difference; allowed only at a near-tie of the target.
+      size_t k = 0;
+      while (k < ref.size() && k < res.tokens.size() && ref[k] == res.tokens[k]) ++k;
+      if (k == ref.size() || k == res.tokens.size()) {
+        // One stopped earlier (end of generation): a real difference.
+        ADD_FAILURE() << MethodName(m) << " output length differs from ar's on prompt: " << p.substr(0, 60);
+        continue;
+      }
+      std::vector<Token> ctx = req.prompt;
+      ctx.insert(ctx.end(), ref.begin(), ref.begin() + k);
+      const float gap = GapAfter(*target, ctx);
+      ++diverged;
+      EXPECT_LT(gap, pc.epsilon) << MethodName(m) << " diverged from ar at token " << k << " with a clear top-2 gap "
+                                 << gap << " on prompt: " << p.substr(0, 60);
+    }
+  }
+  std::filesystem::remove(index);
+  std::string taus;
+  for (const auto& [k, v] : tau) taus += " " + k + "=" + std::to_string(v).substr(0, 4);
+  printf("[lossless] %s: %d runs, %d diverged at near-ties; mean tau:%s\n", pc.target.c_str(), total, diverged,
+         taus.c_str());
+  EXPECT_LE(diverged, total / 10);
+}
+
+std::vector<Method> SpeculativeMethods() {
+  std::vector<Method> m;
+  for (Method x : AllMethods()) if (x != Method::kAr) m.push_back(x);
+  return m;
+}
+
+TEST(EngineTest, GreedyLosslessTinyPair) {
+  CheckGreedyLossless({"tiny-target.gguf", "tiny-draft.gguf", 4, 24, 1e-3f}, SpeculativeMethods());
+}
+
+TEST(EngineTest, GreedyLosslessDefaultPair) {
+  const char* env = std::getenv("GRAFT_TEST_REAL_PAIR");
+  if (env != nullptr && std::string(env) == "0") GTEST_SKIP() << "GRAFT_TEST_REAL_PAIR=0";
+  CheckGreedyLossless({"qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", 4, 16, 0.25f},
+                      SpeculativeMethods());
+}
+
+// Two-sample chi-square over the joint distribution of the first two tokens.
+double ChiSquare(const std::map<std::pair<Token, Token>, int>& a, const std::map<std::pair<Token, Token>, int>& b,
+                 int na, int nb, int* dof) {
+  std::map<std::pair<Token, Token>, std::pair<int, int>> cells;
+  for (auto& [k, v] : a) cells[k].first += v;
+  for (auto& [k, v] : b) cells[k].second += v;
+  // Pool rare cells (expected < 5) into one.
+  std::pair<int, int> rare{0, 0};
+  double chi = 0;
+  *dof = -1;
+  auto add = [&](int x, int y) {
+    const double tot = x + y;
+    const double ex = tot * na / (na + nb), ey = tot * nb / (na + nb);
+    chi += (x - ex) * (x - ex) / ex + (y - ey) * (y - ey) / ey;
+    ++*dof;
+  };
+  for (auto& [k, v] : cells) {
+    if (v.first + v.second < 10) { rare.first += v.first; rare.second += v.second; continue; }
+    add(v.first, v.second);
+  }
+  if (rare.first + rare.second > 0) add(rare.first, rare.second);
+  return chi;
+}
+
+TEST(EngineTest, SamplingMatchesArDistribution) {
+  auto target = Model::Load(ModelPath("tiny-target.gguf"));
+  auto draft = Model::Load(ModelPath("tiny-draft.gguf"));
+  EngineConfig cfg;
+  cfg.n_ctx = 256;
+  cfg.max_tree = 16;
+  Engine engine(*target, draft.get(), cfg);
+  GenerateRequest req;
+  req.prompt = target->Tokenize("the the the cat sat on the mat and the cat", true, false);
+  req.n_predict = 2;
+  req.sampling.temperature = 3.0f;
+  req.sampling.top_k = 8;
+  const int kTrials = 1500;
+  auto sample = [&](Method m) {
+    std::map<std::pair<Token, Token>, int> h;
+    DecodeOptions o;
+    o.method = m;
+    o.tree_budget = 8;
+    o.learn = false;  // identical conditions for every trial
+    for (int i = 0; i < kTrials; ++i) {
+      req.sampling.seed = 1000003ull * (i + 1) + static_cast<uint64_t>(m);
+      auto r = engine.Generate(req, o);
+      if (r.tokens.size() == 2) ++h[{r.tokens[0], r.tokens[1]}];
+    }
+    return h;
+  };
+  const auto ref = sample(Method::kAr);
+  for (Method m : {Method::kChain, Method::kTree, Method::kPruned, Method::kPld, Method::kSuffix, Method::kGraft}) {
+    const auto got = sample(m);
+    int na = 0, nb = 0, dof = 0;
+    for (auto& [k, v] : ref) na += v;
+    for (auto& [k, v] : got) nb += v;
+    const double chi = ChiSquare(ref, got, na, nb, &dof);
+    // 99.9% quantile of chi-square ~ dof + 3.1 sqrt(2 dof) + 5 (Wilson-Hilferty, loose).
+    const double limit = dof + 3.1 * std::sqrt(2.0 * dof) + 5;
+    printf("[sampling] %s: chi2 %.1f, dof %d, limit %.1f\n", MethodName(m).c_str(), chi, dof, limit);
+    EXPECT_LT(chi, limit) << MethodName(m);
+    EXPECT_GE(dof, 3) << "distribution too peaked to test";
+  }
+}
+
+TEST(EngineTest, BadOptionsGiveClearErrors) {
+  auto target = Model::Load(ModelPath("tiny-target.gguf"));
+  EngineConfig cfg;
+  cfg.n_ctx = 128;
+  cfg.max_tree = 16;
+  Engine no_draft(*target, nullptr, cfg);
+  GenerateRequest req;
+  req.prompt = target->Tokenize("hello", true, false);
+  req.n_predict = 4;
+  auto expect_error = [&](Engine& e, DecodeOptions o, const std::string& needle) {
+    try {
+      e.Generate(req, o);
+      ADD_FAILURE() << "expected an error containing '" << needle << "'";
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find(needle), std::string::npos) << err.what();
+    }
+  };
+  EXPECT_THROW(ParseMethod("medusa"), Error);
+  expect_error(no_draft, DecodeOptions{.method = Method::kGraft}, "draft model");
+  expect_error(no_draft, DecodeOptions{.method = Method::kRest}, "--index");
+  expect_error(no_draft, DecodeOptions{.method = Method::kSuffix, .tree_budget = 0}, "at least 1");
+  expect_error(no_draft, DecodeOptions{.method = Method::kSuffix, .tree_budget = 17}, "exceeds");
+  req.prompt.assign(200, 300);
+  expect_error(no_draft, DecodeOptions{}, "context");
+  EXPECT_THROW(Engine(*target, nullptr, EngineConfig{.index_path = "/nonexistent/index"}), Error);
+}
+
+}  // namespace
+}  // namespace graft

@@ -1,0 +1,98 @@
+// Calibration: online (source, confidence, depth) -> acceptance statistics.
+#include "graft/calibration.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace graft {
+namespace {
+
+double ClampProb(float p) {
+  if (!(p > 0.0f)) return 0.0;  // also maps NaN to 0
+  return p >= 1.0f ? 1.0 : static_cast<double>(p);
+}
+
+}  // namespace
+
+int Calibration::ConfBucket(float edge_prob) {
+  const int b = static_cast<int>(ClampProb(edge_prob) * kConfBuckets);
+  return std::min(b, kConfBuckets - 1);
+}
+
+int Calibration::DepthBucket(int depth) {
+  return std::clamp(depth, 1, kDepthBuckets) - 1;
+}
+
+void Calibration::Record(Source source, float edge_prob, int depth, bool accepted) {
+  if (source == Source::kRoot) return;
+  const int s = static_cast<int>(source);
+  const int c = ConfBucket(edge_prob);
+  const int d = DepthBucket(depth);
+  const double a = accepted ? 1.0 : 0.0;
+  Cell& f = fine_[FineIndex(s, c, d)];
+  f.trials += 1;
+  f.accepts += a;
+  Cell& k = coarse_[CoarseIndex(s, c)];
+  k.trials += 1;
+  k.accepts += a;
+}
+
+double Calibration::Estimate(Source source, float edge_prob, int depth) const {
+  if (source == Source::kRoot) return 1.0;
+  const int s = static_cast<int>(source);
+  const int c = ConfBucket(edge_prob);
+  const int d = DepthBucket(depth);
+  const Cell& k = coarse_[CoarseIndex(s, c)];
+  const Cell& f = fine_[FineIndex(s, c, d)];
+  const double k0 = std::max(options_.prior_strength, 1e-9);
+  const double k1 = std::max(options_.backoff_strength, 1e-9);
+  const double coarse = (k0 * ClampProb(edge_prob) + k.accepts) / (k0 + k.trials);
+  const double fine = (k1 * coarse + f.accepts) / (k1 + f.trials);
+  return std::clamp(fine, 0.0, 1.0);
+}
+
+double Calibration::Trials(Source source, float edge_prob, int depth) const {
+  return fine_[FineIndex(static_cast<int>(source), ConfBucket(edge_prob), DepthBucket(depth))]
+      .trials;
+}
+
+double Calibration::SourceTrials(Source source) const {
+  double t = 0;
+  for (int c = 0; c < kConfBuckets; ++c) t += coarse_[CoarseIndex(static_cast<int>(source), c)].trials;
+  return t;
+}
+
+double Calibration::SourceAccepts(Source source) const {
+  double t = 0;
+  for (int c = 0; c < kConfBuckets; ++c) t += coarse_[CoarseIndex(static_cast<int>(source), c)].accepts;
+  return t;
+}
+
+void Calibration::Decay(double factor) {
+  factor = std::clamp(factor, 0.0, 1.0);
+  for (Cell& x : fine_) { x.trials *= factor; x.accepts *= factor; }
+  for (Cell& x : coarse_) { x.trials *= factor; x.accepts *= factor; }
+}
+
+void Calibration::Clear() {
+  fine_.fill(Cell{});
+  coarse_.fill(Cell{});
+}
+
+std::vector<double> PathAcceptance(const TokenTree& tree, const Calibration& calibration) {
+  std::vector<double> a(tree.token.size(), 1.0);
+  for (int32_t i = 1; i < tree.size(); ++i) {
+    a[i] = a[tree.parent[i]] *
+           calibration.Estimate(tree.source[i], tree.prob[i], tree.depth[i]);
+  }
+  return a;
+}
+
+double ExpectedAcceptedLength(const TokenTree& tree, const Calibration& calibration) {
+  const std::vector<double> a = PathAcceptance(tree, calibration);
+  double sum = 0;
+  for (size_t i = 1; i < a.size(); ++i) sum += a[i];
+  return sum;
+}
+
+}  // namespace graft

@@ -1,0 +1,113 @@
+// Tests for Calibration and PathAcceptance.
+#include "graft/calibration.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "tree_test_util.h"
+
+namespace graft {
+namespace {
+
+TEST(CalibrationTest, BucketsAreClamped) {
+  EXPECT_EQ(Calibration::ConfBucket(0.0f), 0);
+  EXPECT_EQ(Calibration::ConfBucket(0.05f), 0);
+  EXPECT_EQ(Calibration::ConfBucket(0.35f), 3);
+  EXPECT_EQ(Calibration::ConfBucket(1.0f), 9);
+  EXPECT_EQ(Calibration::ConfBucket(7.0f), 9);
+  EXPECT_EQ(Calibration::ConfBucket(-1.0f), 0);
+  EXPECT_EQ(Calibration::ConfBucket(std::nanf("")), 0);
+  EXPECT_EQ(Calibration::DepthBucket(0), 0);
+  EXPECT_EQ(Calibration::DepthBucket(1), 0);
+  EXPECT_EQ(Calibration::DepthBucket(7), 6);
+  EXPECT_EQ(Calibration::DepthBucket(8), 7);
+  EXPECT_EQ(Calibration::DepthBucket(100), 7);
+}
+
+TEST(CalibrationTest, StartsAtRawConfidence) {
+  Calibration c;
+  EXPECT_DOUBLE_EQ(c.Estimate(Source::kDraft, 0.37f, 3), static_cast<double>(0.37f));
+  EXPECT_DOUBLE_EQ(c.Estimate(Source::kCorpus, 1.0f, 1), 1.0);
+  EXPECT_DOUBLE_EQ(c.Estimate(Source::kRoot, 0.1f, 0), 1.0);
+}
+
+TEST(CalibrationTest, MovesTowardsObservedRate) {
+  Calibration c;
+  std::mt19937_64 rng(7);
+  double prev = c.Estimate(Source::kRequest, 0.35f, 2);
+  for (int round = 0; round < 10; ++round) {
+    for (int i = 0; i < 100; ++i) {
+      c.Record(Source::kRequest, 0.35f, 2, (rng() % 10) < 8);  // true rate 0.8
+    }
+    const double now = c.Estimate(Source::kRequest, 0.35f, 2);
+    EXPECT_GT(now, prev - 0.03);
+    prev = now;
+  }
+  EXPECT_NEAR(prev, 0.8, 0.05);
+  EXPECT_DOUBLE_EQ(c.Trials(Source::kRequest, 0.35f, 2), 1000.0);
+  EXPECT_DOUBLE_EQ(c.SourceTrials(Source::kRequest), 1000.0);
+  // Other sources and other buckets are untouched.
+  EXPECT_DOUBLE_EQ(c.Estimate(Source::kDraft, 0.35f, 2), static_cast<double>(0.35f));
+  EXPECT_DOUBLE_EQ(c.Estimate(Source::kRequest, 0.75f, 2), static_cast<double>(0.75f));
+}
+
+TEST(CalibrationTest, PriorStrengthIsFourPseudoCounts) {
+  Calibration c;
+  // Four observed rejections at p = 0.5: coarse = (4 * 0.5 + 0) / 8 = 0.25; fine cell
+  // (same depth) = (4 * 0.25 + 0) / 8 = 0.125.
+  for (int i = 0; i < 4; ++i) c.Record(Source::kDraft, 0.5f, 1, false);
+  EXPECT_NEAR(c.Estimate(Source::kDraft, 0.5f, 1), 0.125, 1e-12);
+  // At an unobserved depth the fine cell backs off to the coarse cell.
+  EXPECT_NEAR(c.Estimate(Source::kDraft, 0.5f, 4), 0.25, 1e-12);
+}
+
+TEST(CalibrationTest, SparseCellsBackOffToCoarse) {
+  Calibration c;
+  for (int i = 0; i < 200; ++i) {
+    c.Record(Source::kDraft, 0.55f, 2, true);
+    c.Record(Source::kDraft, 0.55f, 3, false);
+  }
+  EXPECT_GT(c.Estimate(Source::kDraft, 0.55f, 2), 0.95);
+  EXPECT_LT(c.Estimate(Source::kDraft, 0.55f, 3), 0.05);
+  // Depth 6 has no data: it takes the (source, bucket) rate, about 0.5.
+  EXPECT_NEAR(c.Estimate(Source::kDraft, 0.55f, 6), 0.5, 0.02);
+}
+
+TEST(CalibrationTest, DecayAndClear) {
+  Calibration c;
+  for (int i = 0; i < 100; ++i) c.Record(Source::kPld, 0.95f, 1, false);
+  const double before = c.Estimate(Source::kPld, 0.95f, 1);
+  c.Decay(0.01);
+  EXPECT_NEAR(c.Trials(Source::kPld, 0.95f, 1), 1.0, 1e-9);
+  EXPECT_GT(c.Estimate(Source::kPld, 0.95f, 1), before);
+  c.Clear();
+  EXPECT_DOUBLE_EQ(c.Estimate(Source::kPld, 0.95f, 1), static_cast<double>(0.95f));
+  EXPECT_DOUBLE_EQ(c.SourceTrials(Source::kPld), 0.0);
+}
+
+TEST(CalibrationTest, PathAcceptanceIsProductAndNonIncreasing) {
+  std::mt19937_64 rng(99);
+  Calibration c;
+  for (int i = 0; i < 2000; ++i) {
+    c.Record(testing::RandomSource(rng), testing::RandomProb(rng), 1 + rng() % 10, rng() % 3 == 0);
+  }
+  for (int iter = 0; iter < 50; ++iter) {
+    const TokenTree t = testing::RandomTree(rng, 40, 5);
+    const auto a = PathAcceptance(t, c);
+    ASSERT_EQ(a.size(), static_cast<size_t>(t.size()));
+    EXPECT_DOUBLE_EQ(a[0], 1.0);
+    for (int32_t i = 1; i < t.size(); ++i) {
+      EXPECT_LE(a[i], a[t.parent[i]]);
+      EXPECT_GE(a[i], 0.0);
+      EXPECT_NEAR(a[i], a[t.parent[i]] * c.Estimate(t.source[i], t.prob[i], t.depth[i]), 1e-12);
+    }
+    double sum = 0;
+    for (size_t i = 1; i < a.size(); ++i) sum += a[i];
+    EXPECT_NEAR(ExpectedAcceptedLength(t, c), sum, 1e-9);
+  }
+}
+
+}  // namespace
+}  // namespace graft

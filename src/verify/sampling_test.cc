@@ -1,0 +1,146 @@
+// Tests for MakeDistribution, Argmax, Rng and SampleToken.
+#include "graft/sampling.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+#include <vector>
+
+namespace graft {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+double Sum(const Distribution& d) { return std::accumulate(d.prob.begin(), d.prob.end(), 0.0); }
+
+TEST(SamplingTest, ArgmaxTiesToLowestId) {
+  const std::vector<float> l = {1, 3, 2, 3, -kInf};
+  EXPECT_EQ(Argmax(l.data(), 5), 1);
+  const std::vector<float> n = {std::nanf(""), 0.5f, 0.5f};
+  EXPECT_EQ(Argmax(n.data(), 3), 1);
+  EXPECT_THROW(Argmax(l.data(), 0), std::invalid_argument);
+}
+
+TEST(SamplingTest, GreedyIsPointMass) {
+  const std::vector<float> l = {0.1f, 2.0f, 2.0f, -1.0f};
+  SamplingParams p;
+  p.temperature = 0;
+  p.top_k = 1;  // ignored
+  const Distribution d = MakeDistribution(l, p);
+  ASSERT_EQ(d.size(), 1);
+  EXPECT_EQ(d.token[0], 1);
+  EXPECT_EQ(d.prob[0], 1.0f);
+  EXPECT_EQ(d.Mode(), 1);
+  EXPECT_EQ(d.Prob(2), 0.0f);
+}
+
+TEST(SamplingTest, TemperatureSoftmaxMatchesFormula) {
+  const std::vector<float> l = {0.0f, 1.0f, -0.5f, 2.0f};
+  SamplingParams p;
+  p.temperature = 0.7f;
+  const Distribution d = MakeDistribution(l, p);
+  ASSERT_EQ(d.size(), 4);
+  double z = 0;
+  for (float x : l) z += std::exp(x / 0.7);
+  for (int v = 0; v < 4; ++v) EXPECT_NEAR(d.Prob(v), std::exp(l[v] / 0.7) / z, 1e-6);
+  EXPECT_NEAR(Sum(d), 1.0, 1e-6);
+  EXPECT_EQ(d.token, (std::vector<Token>{0, 1, 2, 3}));  // no cut: token order
+}
+
+TEST(SamplingTest, TopKKeepsHighestWithLowIdTies) {
+  const std::vector<float> l = {1.0f, 5.0f, 3.0f, 3.0f, 3.0f, 0.0f};
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_k = 3;
+  const Distribution d = MakeDistribution(l, p);
+  EXPECT_EQ(d.token, (std::vector<Token>{1, 2, 3}));
+  EXPECT_NEAR(Sum(d), 1.0, 1e-6);
+  const double z = std::exp(5.0) + 2 * std::exp(3.0);
+  EXPECT_NEAR(d.prob[0], std::exp(5.0) / z, 1e-6);
+  p.top_k = 100;  // larger than the vocabulary: keeps all
+  EXPECT_EQ(MakeDistribution(l, p).size(), 6);
+}
+
+TEST(SamplingTest, TopPKeepsSmallestPrefixReachingP) {
+  // Probabilities 0.5, 0.25, 0.125, 0.125 (logits are log2-spaced at T = 1).
+  const std::vector<float> l = {std::log(0.125f), std::log(0.5f), std::log(0.25f), std::log(0.125f)};
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_p = 0.7f;
+  Distribution d = MakeDistribution(l, p);
+  EXPECT_EQ(d.token, (std::vector<Token>{1, 2}));
+  EXPECT_NEAR(d.prob[0], 2.0 / 3.0, 1e-6);
+  p.top_p = 0.45f;  // reached by the first token alone
+  d = MakeDistribution(l, p);
+  EXPECT_EQ(d.token, (std::vector<Token>{1}));
+  p.top_p = 0.0f;  // at least one token
+  EXPECT_EQ(MakeDistribution(l, p).size(), 1);
+  p.top_p = 0.8f;  // needs a third token: the tie at 0.125 goes to the lower id
+  d = MakeDistribution(l, p);
+  EXPECT_EQ(d.token, (std::vector<Token>{1, 2, 0}));
+}
+
+TEST(SamplingTest, TopKThenTemperatureThenTopP) {
+  const std::vector<float> l = {2.0f, 1.0f, 0.0f, -1.0f, 4.0f};
+  SamplingParams p;
+  p.temperature = 2.0f;
+  p.top_k = 3;    // {4, 0, 1}
+  p.top_p = 0.8f; // softmax at T = 2 over {4, 2, 1}: 0.6285, 0.2312, 0.1402 -> keep two
+  const Distribution d = MakeDistribution(l, p);
+  EXPECT_EQ(d.token, (std::vector<Token>{4, 0}));
+  const double a = std::exp(2.0), b = std::exp(1.0);
+  EXPECT_NEAR(d.prob[0], a / (a + b), 1e-6);
+}
+
+TEST(SamplingTest, MaskedLogits) {
+  const std::vector<float> l = {-kInf, 0.0f, -kInf, std::nanf("")};
+  SamplingParams p;
+  p.temperature = 1.0f;
+  const Distribution d = MakeDistribution(l, p);
+  EXPECT_EQ(d.token, (std::vector<Token>{1}));
+  const std::vector<float> none = {-kInf, -kInf};
+  EXPECT_THROW(MakeDistribution(none, p), std::invalid_argument);
+  p.temperature = 0;
+  EXPECT_THROW(MakeDistribution(none, p), std::invalid_argument);
+}
+
+TEST(SamplingTest, RngIsDeterministic) {
+  Rng a(42), b(42), c(43);
+  bool differs = false;
+  for (int i = 0; i < 100; ++i) {
+    const uint64_t x = a.Next();
+    EXPECT_EQ(x, b.Next());
+    differs |= x != c.Next();
+  }
+  EXPECT_TRUE(differs);
+  Rng r(1);
+  for (int i = 0; i < 10000; ++i) {
+    const double u = r.Uniform();
+    ASSERT_GE(u, 0.0);
+    ASSERT_LT(u, 1.0);
+  }
+}
+
+TEST(SamplingTest, SampleTokenFollowsDistribution) {
+  Distribution d;
+  d.token = {7, 3, 5, 1};
+  d.prob = {0.1f, 0.2f, 0.3f, 0.4f};
+  Rng rng(2025);
+  const int n = 40000;
+  std::vector<int> count(8, 0);
+  for (int i = 0; i < n; ++i) ++count[SampleToken(d, rng)];
+  double chi2 = 0;
+  for (int i = 0; i < d.size(); ++i) {
+    const double e = n * d.prob[i];
+    chi2 += (count[d.token[i]] - e) * (count[d.token[i]] - e) / e;
+  }
+  EXPECT_LT(chi2, 21.1);  // df = 3, p = 1e-4
+  EXPECT_EQ(count[0] + count[2] + count[4] + count[6], 0);
+  EXPECT_THROW(SampleToken(Distribution{}, rng), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace graft

@@ -1,0 +1,93 @@
+#include "cli_options.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "graft/error.h"
+
+namespace graft::cli {
+
+std::string ModelDir() {
+  if (const char* d = std::getenv("GRAFT_MODEL_DIR"); d != nullptr && *d != '\0') return d;
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr ? home : ".") + "/.cache/graft/models";
+}
+
+std::string DefaultTargetPath() { return ModelDir() + "/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"; }
+std::string DefaultDraftPath() { return ModelDir() + "/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"; }
+
+void ModelFlags::Add(CLI::App* app) {
+  app->add_option("-m,--model", target, "target model (GGUF); default: Qwen2.5-Coder 1.5B from scripts/setup.sh");
+  app->add_option("--model-draft", draft,
+                  "-md: draft model (GGUF, same tokenizer); default: Qwen2.5-Coder 0.5B when -m is absent");
+  app->add_flag("--no-draft", no_draft, "do not load a draft model");
+  app->add_option("--index", index, "corpus datastore built by `graft index build` (methods rest, graft)");
+  app->add_option("-t,--threads", threads, "CPU threads")->check(CLI::Range(1, 512));
+  app->add_option("-c,--ctx-size", ctx, "context size in tokens (prompt + output + one tree)")
+      ->check(CLI::Range(64, 1 << 20));
+  app->add_flag("-v,--verbose", verbose, "print llama.cpp's log");
+}
+
+void DecodeFlags::Add(CLI::App* app) {
+  app->add_option("--method", method,
+                  "ar | chain | tree | pruned | pld | suffix | rest | recycle | graft "
+                  "(default: graft with a draft model, else ar)");
+  app->add_option("--tree-budget", tree_budget, "verification budget N: tree nodes per target pass, root included");
+  app->add_option("--draft-max", draft_max, "deepest draft level (chain: draft length)");
+  app->add_option("--draft-min", draft_min, "chain: minimum draft length");
+  app->add_option("--draft-p-min", draft_p_min, "chain: stop drafting below this draft probability");
+  app->add_option("--draft-topk", draft_topk, "tree: children per expanded draft node");
+  app->add_option("--draft-frontier", draft_frontier, "tree: draft nodes expanded per level");
+  app->add_option("--prune-p-min", prune_p_min, "pruned/graft: drop nodes whose calibrated acceptance is below");
+  app->add_option("--temp", temp, "sampling temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
+  app->add_option("--top-k", top_k, "top-k sampling (0 = off)")->check(CLI::NonNegativeNumber);
+  app->add_option("--top-p", top_p, "top-p sampling (1 = off)")->check(CLI::Range(0.0, 1.0));
+  app->add_option("-s,--seed", seed, "random seed");
+}
+
+DecodeOptions DecodeFlags::ToOptions(bool has_draft) const {
+  DecodeOptions o;
+  o.method = method.empty() ? (has_draft ? Method::kGraft : Method::kAr) : ParseMethod(method);
+  if (tree_budget < 1) throw Error("--tree-budget must be at least 1 (got " + std::to_string(tree_budget) + ")");
+  if (draft_max < 1) throw Error("--draft-max must be at least 1");
+  if (draft_topk < 1 || draft_frontier < 1) throw Error("--draft-topk and --draft-frontier must be at least 1");
+  o.tree_budget = tree_budget;
+  o.draft_max = draft_max;
+  o.draft_min = draft_min;
+  o.draft_p_min = draft_p_min;
+  o.draft_topk = draft_topk;
+  o.draft_frontier = draft_frontier;
+  o.prune.min_accept_prob = prune_p_min;
+  return o;
+}
+
+SamplingParams DecodeFlags::ToSampling() const {
+  SamplingParams p;
+  p.temperature = temp;
+  p.top_k = top_k;
+  p.top_p = top_p;
+  p.seed = seed;
+  return p;
+}
+
+LoadedModels LoadModels(const ModelFlags& flags, int32_t max_tree) {
+  SetBackendVerbose(flags.verbose);
+  LoadedModels out;
+  const bool default_pair = flags.target.empty();
+  out.target = Model::Load(default_pair ? DefaultTargetPath() : flags.target);
+  std::string draft_path = flags.draft;
+  if (draft_path.empty() && default_pair) draft_path = DefaultDraftPath();
+  if (!draft_path.empty() && !flags.no_draft) {
+    out.draft = Model::Load(draft_path);
+    CheckDraftCompatible(*out.target, *out.draft);
+  }
+  EngineConfig cfg;
+  cfg.n_ctx = flags.ctx;
+  cfg.n_threads = flags.threads;
+  cfg.max_tree = max_tree;
+  cfg.index_path = flags.index;
+  out.engine = std::make_unique<Engine>(*out.target, out.draft.get(), cfg);
+  return out;
+}
+
+}  // namespace graft::cli

@@ -1,0 +1,58 @@
+// Flags shared by the subcommands that run models (generate, bench, serve, index):
+// model paths with defaults, context, threads, decoding method and its knobs.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+#include "graft/backend.h"
+#include "graft/engine.h"
+
+namespace graft::cli {
+
+// Where scripts/setup.sh puts the models: $GRAFT_MODEL_DIR or ~/.cache/graft/models.
+std::string ModelDir();
+std::string DefaultTargetPath();
+std::string DefaultDraftPath();
+
+struct ModelFlags {
+  std::string target;       // -m; "" = default target
+  std::string draft;        // -md; "" = default draft when -m is also absent
+  bool no_draft = false;    // --no-draft
+  std::string index;        // --index
+  int32_t threads = 2;      // -t
+  int32_t ctx = 4096;       // -c
+  bool verbose = false;     // -v
+  void Add(CLI::App* app);
+};
+
+struct DecodeFlags {
+  std::string method;  // "" = graft with a draft model, else ar
+  int32_t tree_budget = 16;
+  int32_t draft_max = 6;
+  int32_t draft_min = 0;
+  float draft_p_min = 0.0f;
+  int32_t draft_topk = 4;
+  int32_t draft_frontier = 4;
+  float prune_p_min = 0.05f;
+  float temp = 0.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  uint64_t seed = 42;
+  void Add(CLI::App* app);
+  // Builds and validates the options (throws graft::Error with a clear message).
+  DecodeOptions ToOptions(bool has_draft) const;
+  SamplingParams ToSampling() const;
+};
+
+// Loaded target, optional draft, and an engine over them.
+struct LoadedModels {
+  std::unique_ptr<Model> target;
+  std::unique_ptr<Model> draft;
+  std::unique_ptr<Engine> engine;
+};
+LoadedModels LoadModels(const ModelFlags& flags, int32_t max_tree);
+
+}  // namespace graft::cli

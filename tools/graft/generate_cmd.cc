@@ -1,0 +1,155 @@
+// graft generate: one prompt, one method (or --compare: ar and the method side by side).
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli_options.h"
+#include "commands.h"
+#include "graft/error.h"
+
+namespace graft::cli {
+namespace {
+
+struct GenerateFlags {
+  ModelFlags models;
+  DecodeFlags decode;
+  std::string prompt;
+  std::string prompt_file;
+  std::string system;
+  int32_t n_predict = 128;
+  bool raw = false;
+  bool json = false;
+  bool compare = false;
+};
+
+nlohmann::json StatsJson(const GenerationStats& st, Method m) {
+  nlohmann::json per_source = nlohmann::json::object();
+  for (int s = 1; s < kNumSources; ++s) {
+    const auto& c = st.per_source[s];
+    if (c.proposed == 0) continue;
+    per_source[std::string(SourceName(static_cast<Source>(s)))] = {
+        {"proposed", c.proposed}, {"accepted", c.accepted},
+        {"acceptance", static_cast<double>(c.accepted) / c.proposed}};
+  }
+  return {{"method", MethodName(m)},
+          {"prompt_tokens", st.n_prompt},
+          {"new_tokens", st.n_generated},
+          {"prefill_tokens_per_s", st.prefill_tps()},
+          {"decode_tokens_per_s", st.decode_tps()},
+          {"target_passes", st.n_passes},
+          {"draft_passes", st.n_draft_passes},
+          {"nodes_verified", st.nodes_verified},
+          {"drafted", st.n_drafted},
+          {"grafted", st.n_grafted},
+          {"accepted", st.n_accepted},
+          {"acceptance", st.acceptance()},
+          {"tau", st.tau()},
+          {"per_source", per_source},
+          {"ms", {{"prefill", st.t_prefill_ms}, {"draft", st.t_draft_ms}, {"retrieve", st.t_retrieve_ms},
+                  {"graft", st.t_graft_ms}, {"verify", st.t_verify_ms}, {"commit", st.t_commit_ms},
+                  {"decode", st.t_decode_ms}}},
+          {"stop_reason", st.stop_reason}};
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read prompt file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int RunGenerate(const GenerateFlags& f) {
+  if (f.prompt.empty() == f.prompt_file.empty()) throw Error("give exactly one of -p PROMPT or -f FILE");
+  if (f.n_predict < 1) throw Error("-n must be at least 1 (got " + std::to_string(f.n_predict) + ")");
+  const std::string text = f.prompt_file.empty() ? f.prompt : ReadFile(f.prompt_file);
+  if (text.empty()) throw Error("the prompt is empty");
+
+  LoadedModels lm = LoadModels(f.models, std::max(f.decode.tree_budget, 1));
+  DecodeOptions opts = f.decode.ToOptions(lm.draft != nullptr);
+  lm.engine->Validate(opts);
+
+  GenerateRequest req;
+  req.prompt = EncodePrompt(*lm.target, text, f.system, f.raw);
+  req.n_predict = f.n_predict;
+  req.sampling = f.decode.ToSampling();
+  if (static_cast<int32_t>(req.prompt.size()) >= f.models.ctx) {
+    throw Error("prompt is " + std::to_string(req.prompt.size()) + " tokens but the context holds " +
+                std::to_string(f.models.ctx) + " (raise -c or shorten the prompt)");
+  }
+
+  GenerateResult base;
+  if (f.compare && opts.method != Method::kAr) {
+    DecodeOptions ar = opts;
+    ar.method = Method::kAr;
+    base = lm.engine->Generate(req, ar);
+  }
+  const bool stream = !f.json;
+  std::string streamed;
+  if (stream) {
+    req.on_tokens = [&](const std::vector<Token>& toks) {
+      for (Token t : toks) {
+        const std::string piece = lm.target->TokenToPiece(t);
+        fwrite(piece.data(), 1, piece.size(), stdout);
+      }
+      fflush(stdout);
+      return true;
+    };
+  }
+  GenerateResult res = lm.engine->Generate(req, opts);
+  const std::string out_text = lm.target->Detokenize(res.tokens);
+  if (f.json) {
+    nlohmann::json j = {{"text", out_text}, {"tokens", res.tokens}, {"stats", StatsJson(res.stats, opts.method)},
+                        {"target", lm.target->path()}, {"draft", lm.draft ? lm.draft->path() : ""},
+                        {"llama_cpp", LlamaBuildInfo()}};
+    if (!base.tokens.empty() || (f.compare && opts.method != Method::kAr)) {
+      j["ar"] = StatsJson(base.stats, Method::kAr);
+      j["speedup"] = base.stats.decode_tps() > 0 ? res.stats.decode_tps() / base.stats.decode_tps() : 0;
+      j["identical_to_ar"] = base.tokens == res.tokens;
+    }
+    std::cout << j.dump(2) << std::endl;
+    return 0;
+  }
+  printf("\n\n");
+  if (f.compare && opts.method != Method::kAr) {
+    printf("%s\n", FormatStats(base.stats, Method::kAr).c_str());
+  }
+  printf("%s\n", FormatStats(res.stats, opts.method).c_str());
+  if (f.compare && opts.method != Method::kAr) {
+    const double speedup = base.stats.decode_tps() > 0 ? res.stats.decode_tps() / base.stats.decode_tps() : 0;
+    printf("speedup: %s %.2fx over ar (%.1f vs %.1f t/s), tau %.2f, output %s ar's\n",
+           MethodName(opts.method).c_str(), speedup, res.stats.decode_tps(), base.stats.decode_tps(),
+           res.stats.tau(), base.tokens == res.tokens ? "identical to" : "DIFFERS from");
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::vector<Token> EncodePrompt(const Model& model, const std::string& text, const std::string& system, bool raw) {
+  if (raw) return model.Tokenize(text, /*add_special=*/true, /*parse_special=*/false);
+  std::vector<ChatMessage> msgs;
+  if (!system.empty()) msgs.push_back({"system", system});
+  msgs.push_back({"user", text});
+  const std::string formatted = model.ApplyChatTemplate(msgs, /*add_assistant=*/true);
+  return model.Tokenize(formatted, /*add_special=*/true, /*parse_special=*/true);
+}
+
+void AddGenerateCommand(CLI::App& app, std::function<int()>* run) {
+  auto flags = std::make_shared<GenerateFlags>();
+  CLI::App* sub = app.add_subcommand("generate", "generate text from a prompt");
+  flags->models.Add(sub);
+  flags->decode.Add(sub);
+  sub->add_option("-p,--prompt", flags->prompt, "prompt text");
+  sub->add_option("-f,--file", flags->prompt_file, "read the prompt from a file");
+  sub->add_option("--system", flags->system, "system message (chat template)");
+  sub->add_option("-n,--n-predict", flags->n_predict, "new tokens to generate (>= 1)");
+  sub->add_flag("--raw", flags->raw, "use the prompt as is, without the model's chat template");
+  sub->add_flag("--json", flags->json, "print one JSON object (text, tokens, stats)");
+  sub->add_flag("--compare", flags->compare, "run ar first and print the speedup of --method over it");
+  sub->callback([flags, run] { *run = [flags] { return RunGenerate(*flags); }; });
+}
+
+}  // namespace graft::cli
