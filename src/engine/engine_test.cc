@@ -235,7 +235,7 @@ TEST(EngineTest, BadOptionsGiveClearErrors) {
   expect_error(no_draft, DecodeOptions{.method = Method::kRest}, "--index");
   expect_error(no_draft, DecodeOptions{.method = Method::kSuffix, .tree_budget = 0}, "at least 1");
   expect_error(no_draft, DecodeOptions{.method = Method::kSuffix, .tree_budget = 17}, "exceeds");
-  req.prompt.assign(200, 300);
+  req.prompt.assign(1000, 300);
   expect_error(no_draft, DecodeOptions{}, "context");
   EXPECT_THROW(Engine(*target, nullptr, EngineConfig{.index_path = "/nonexistent/index"}), Error);
 }

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# CLI behaviour on good and bad input: every bad input gives a clear message on
+# stderr and a non-zero exit, never a crash (exit codes >= 128 = signal).
+# Usage: cli_test.sh GRAFT_BINARY
+set -u
+GRAFT=${1:?usage: cli_test.sh GRAFT_BINARY}
+M=${GRAFT_MODEL_DIR:-$HOME/.cache/graft/models}
+TINY=$M/tiny-target.gguf
+DRAFT=$M/tiny-draft.gguf
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+pass=0 fail=0
+
+# expect_fail NAME NEEDLE CMD...: non-zero exit below 128, stderr contains NEEDLE.
+expect_fail() {
+  local name=$1 needle=$2; shift 2
+  "$@" >"$TMP/out" 2>"$TMP/err" </dev/null
+  local rc=$?
+  if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -qi -- "$needle" "$TMP/err"; then
+    pass=$((pass + 1)); echo "ok   $name"
+  else
+    fail=$((fail + 1)); echo "FAIL $name (exit $rc)"; sed 's/^/     | /' "$TMP/err" | tail -5
+  fi
+}
+# expect_ok NAME NEEDLE CMD...: exit 0, stdout contains NEEDLE.
+expect_ok() {
+  local name=$1 needle=$2; shift 2
+  "$@" >"$TMP/out" 2>"$TMP/err" </dev/null
+  local rc=$?
+  if [ $rc -eq 0 ] && grep -q -- "$needle" "$TMP/out"; then
+    pass=$((pass + 1)); echo "ok   $name"
+  else
+    fail=$((fail + 1)); echo "FAIL $name (exit $rc)"; tail -5 "$TMP/err" "$TMP/out" | sed 's/^/     | /'
+  fi
+}
+
+printf 'not a model\n' >"$TMP/text.gguf"
+head -c 1000000 "$TINY" >"$TMP/truncated.gguf"
+
+expect_ok   "version names the llama.cpp commit" "commit" "$GRAFT" --version
+expect_ok   "generate ar on the tiny model" "decoded 8 tokens" "$GRAFT" generate -m "$TINY" -p "hello" -n 8
+expect_ok   "generate --json" '"new_tokens": 8' "$GRAFT" generate -m "$TINY" -md "$DRAFT" --method tree -p "hello" -n 8 --json
+expect_ok   "generate -f FILE" "decoded 4 tokens" "$GRAFT" generate -m "$TINY" -f "$TMP/text.gguf" -n 4 --raw
+expect_fail "-n 0" "-n must be at least 1" "$GRAFT" generate -m "$TINY" -p hi -n 0
+expect_fail "unknown flag" "--frobnicate" "$GRAFT" generate -m "$TINY" -p hi --frobnicate
+expect_fail "no subcommand" "subcommand" "$GRAFT"
+expect_fail "missing model file" "not found" "$GRAFT" generate -m "$TMP/none.gguf" -p hi
+expect_fail "non-GGUF model file" "not a GGUF" "$GRAFT" generate -m "$TMP/text.gguf" -p hi
+expect_fail "truncated model file" "could not load" "$GRAFT" generate -m "$TMP/truncated.gguf" -p hi
+expect_fail "draft vocabulary mismatch" "vocabular" "$GRAFT" generate -m "$TINY" -md "$M/tiny-draft-badvocab.gguf" -p hi
+expect_fail "draft of another tokenizer" "vocabular" "$GRAFT" generate -m "$TINY" -md "$M/gemma-3-270m-q4_k_m.gguf" -p hi
+expect_fail "prompt longer than the context" "context" "$GRAFT" generate -m "$TINY" -c 64 -n 4 --raw -p "$(printf 'word %.0s' $(seq 1 400))"
+expect_fail "unknown method" "unknown method" "$GRAFT" generate -m "$TINY" -p hi --method medusa
+expect_fail "graft without a draft model" "draft model" "$GRAFT" generate -m "$TINY" -p hi --method graft
+expect_fail "rest without an index" "--index" "$GRAFT" generate -m "$TINY" -p hi --method rest
+expect_fail "budget 0" "at least 1" "$GRAFT" generate -m "$TINY" -p hi --method suffix --tree-budget 0
+expect_fail "budget above the sequence limit" "tree budget" "$GRAFT" generate -m "$TINY" -p hi --method suffix --tree-budget 1000
+expect_fail "both -p and -f" "exactly one" "$GRAFT" generate -m "$TINY" -p hi -f "$TMP/text.gguf"
+
+# Index: build, stats, query, and refusal of bad files and other tokenizers.
+printf 'def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n' >"$TMP/corpus.txt"
+printf '{"text": "for i in range(10):\\n    print(i)"}\n{"text": "while True:\\n    pass"}\n' >"$TMP/corpus.jsonl"
+expect_ok   "index build (text + JSONL)" "wrote" "$GRAFT" index build -m "$TINY" --input "$TMP/corpus.txt" -o "$TMP/a.idx"
+expect_ok   "index build JSONL" "wrote" "$GRAFT" index build -m "$TINY" --input "$TMP/corpus.jsonl" --jsonl-field text -o "$TMP/b.idx"
+expect_ok   "index stats" "checksums ok" "$GRAFT" index stats "$TMP/a.idx"
+expect_ok   "index query" "candidates" "$GRAFT" index query "$TMP/a.idx" -m "$TINY" -p "def add(a, b):"
+expect_ok   "generate with rest" "decoded 8 tokens" "$GRAFT" generate -m "$TINY" --index "$TMP/a.idx" --method rest -p "def add(a, b):" --raw -n 8
+expect_fail "index of another tokenizer" "tokenizer" "$GRAFT" index query "$TMP/a.idx" -m "$M/gemma-3-270m-q4_k_m.gguf" -p "def"
+expect_fail "index: missing field names file:line" "corpus.jsonl:1" "$GRAFT" index build -m "$TINY" --input "$TMP/corpus.jsonl" --jsonl-field nope -o "$TMP/c.idx"
+printf '{"text": "ok"}\n{bad json\n' >"$TMP/bad.jsonl"
+expect_fail "index: bad JSON line" "bad.jsonl:2" "$GRAFT" index build -m "$TINY" --input "$TMP/bad.jsonl" --jsonl-field text -o "$TMP/c.idx"
+[ ! -e "$TMP/c.idx" ] && { pass=$((pass + 1)); echo "ok   failed build leaves no index"; } || { fail=$((fail + 1)); echo "FAIL failed build left $TMP/c.idx"; }
+expect_fail "index: not an index" "magic" "$GRAFT" index stats "$TINY"
+head -c 200 "$TMP/a.idx" >"$TMP/trunc.idx"
+expect_fail "index: truncated" "truncated" "$GRAFT" index stats "$TMP/trunc.idx"
+cp "$TMP/a.idx" "$TMP/flip.idx"
+size=$(stat -c %s "$TMP/flip.idx")
+printf '\xff' | dd of="$TMP/flip.idx" bs=1 seek=$((size - 3)) conv=notrunc status=none
+expect_fail "index: flipped byte" "checksum" "$GRAFT" index stats "$TMP/flip.idx"
+expect_fail "index: missing" "" "$GRAFT" index stats "$TMP/none.idx"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
