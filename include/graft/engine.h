@@ -60,6 +60,10 @@ struct DecodeOptions {
   int32_t draft_frontier = 4;   // tree: nodes expanded per level (K)
   PruneOptions prune;           // pruned / graft
   int32_t retrieve_nodes = 4;   // graft: tree nodes (best first) queried for retrieval
+  // graft: skip the draft model for a step when retrieval alone (request, history,
+  // corpus) already expects at least this many accepted tokens (calibrated); the
+  // draft pass is the main cost on CPU. 0 = always draft.
+  float skip_draft_gain = 2.0f;
   bool use_history = true;      // suffix / graft: include earlier requests' outputs
   bool learn = true;            // update history, next-token table and calibration
 };

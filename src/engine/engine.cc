@@ -218,9 +218,51 @@ GenerateResult Engine::Generate(const GenerateRequest& req, const DecodeOptions&
     tree.Reset(committed.back());
     bool drafted = false;
 
-    // 1-2. Draft (and prune).
+    // Retrieval queries: each fills one trie, grafted under `node`.
+    std::vector<CandidateTrie> tries;
+    std::vector<GraftRequest> grafts;
+    tries.reserve(64);
+    auto context_for = [&](int32_t node) {
+      const size_t from = committed.size() > kContextTail ? committed.size() - kContextTail : 0;
+      std::vector<Token> ctx(committed.begin() + from, committed.end());
+      std::vector<Token> path = tree.PathTokens(node);
+      ctx.insert(ctx.end(), path.begin() + 1, path.end());
+      return ctx;
+    };
+    auto query = [&](const RetrievalSource& src, int32_t node, int32_t nodes) {
+      if (nodes < 1) return;
+      tries.emplace_back();
+      src.Query(context_for(node), nodes, &tries.back());
+      if (tries.back().empty()) tries.pop_back();
+      else grafts.push_back({node, nullptr, src.source()});
+    };
+    auto graft_all = [&](float min_accept) {
+      if (grafts.empty()) return;
+      for (size_t i = 0; i < grafts.size(); ++i) grafts[i].trie = &tries[i];
+      GraftOptions go;
+      go.min_accept_prob = min_accept;
+      go.max_depth = room - 1;
+      GraftMany(&tree, grafts, budget, s.calibration, go);
+      grafts.clear();
+      tries.clear();
+    };
+
+    // Graft, retrieve first: when the request, history and corpus indexes already
+    // promise enough, the draft model (the main cost on CPU) sits this step out.
     auto tp = Clock::now();
-    if (MethodNeedsDraft(o.method) && max_depth >= 1) {
+    bool skip_draft = false;
+    if (o.method == Method::kGraft && o.skip_draft_gain > 0) {
+      query(s.request, 0, budget - 1);
+      if (s.datastore) query(*s.datastore, 0, budget - 1);
+      graft_all(o.prune.min_accept_prob);
+      skip_draft = ExpectedAcceptedLength(tree, s.calibration) >= o.skip_draft_gain;
+      if (!skip_draft) tree.Reset(committed.back());
+    }
+    st.t_retrieve_ms += MsSince(tp);
+
+    // 1-2. Draft (and prune).
+    tp = Clock::now();
+    if (MethodNeedsDraft(o.method) && max_depth >= 1 && !skip_draft) {
       DraftParams dp;
       dp.budget = budget;
       dp.max_depth = max_depth;
@@ -250,25 +292,10 @@ GenerateResult Engine::Generate(const GenerateRequest& req, const DecodeOptions&
     }
     st.t_draft_ms += MsSince(tp);
 
-    // 3-4. Retrieve and graft.
+    // 3-4. Retrieve and graft into the free slots.
     tp = Clock::now();
-    std::vector<CandidateTrie> tries;
-    std::vector<GraftRequest> grafts;
-    auto context_for = [&](int32_t node) {
-      const size_t from = committed.size() > kContextTail ? committed.size() - kContextTail : 0;
-      std::vector<Token> ctx(committed.begin() + from, committed.end());
-      std::vector<Token> path = tree.PathTokens(node);
-      ctx.insert(ctx.end(), path.begin() + 1, path.end());
-      return ctx;
-    };
-    auto query = [&](const RetrievalSource& src, int32_t node, int32_t nodes) {
-      tries.emplace_back();
-      src.Query(context_for(node), nodes, &tries.back());
-      if (tries.back().empty()) tries.pop_back();
-      else grafts.push_back({node, nullptr, src.source()});
-    };
     const int32_t free_slots = budget - tree.size();
-    if (free_slots > 0) {
+    if (free_slots > 0 && !skip_draft) {
       switch (o.method) {
         case Method::kPld: query(s.pld, 0, free_slots); break;
         case Method::kSuffix: query(s.request, 0, free_slots); break;
@@ -276,18 +303,16 @@ GenerateResult Engine::Generate(const GenerateRequest& req, const DecodeOptions&
         case Method::kRecycle: query(s.recycle, 0, free_slots); break;
         case Method::kOracle: {
           tries.emplace_back();
-          if (static_cast<size_t>(generated) < req.oracle.size()) {
-            int32_t parent = -1;
-            for (int32_t i = generated; i < static_cast<int32_t>(req.oracle.size()) && tries.back().size() < free_slots; ++i) {
-              parent = tries.back().Add(parent, req.oracle[i], 1.0f);
-            }
+          int32_t parent = -1;
+          for (int32_t i = generated; i < static_cast<int32_t>(req.oracle.size()) && tries.back().size() < free_slots; ++i) {
+            parent = tries.back().Add(parent, req.oracle[i], 1.0f);
           }
           if (tries.back().empty()) tries.pop_back();
           else grafts.push_back({0, nullptr, Source::kOracle});
           break;
         }
         case Method::kGraft: {
-          // Root and the best kept nodes, most probable first.
+          // The root and the best kept nodes, most probable first.
           std::vector<double> acc = PathAcceptance(tree, s.calibration);
           std::vector<int32_t> nodes(tree.size());
           for (int32_t i = 0; i < tree.size(); ++i) nodes[i] = i;
@@ -305,13 +330,7 @@ GenerateResult Engine::Generate(const GenerateRequest& req, const DecodeOptions&
     }
     st.t_retrieve_ms += MsSince(tp);
     tp = Clock::now();
-    if (!grafts.empty()) {
-      for (size_t i = 0; i < grafts.size(); ++i) grafts[i].trie = &tries[i];
-      GraftOptions go;
-      if (o.method == Method::kGraft) go.min_accept_prob = o.prune.min_accept_prob;
-      go.max_depth = room - 1;
-      GraftMany(&tree, grafts, budget, s.calibration, go);
-    }
+    graft_all(o.method == Method::kGraft ? o.prune.min_accept_prob : 0.0f);
     st.t_graft_ms += MsSince(tp);
 
     // 5. Verify in one target pass.

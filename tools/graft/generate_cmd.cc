@@ -109,7 +109,7 @@ int RunGenerate(const GenerateFlags& f) {
       j["speedup"] = base.stats.decode_tps() > 0 ? res.stats.decode_tps() / base.stats.decode_tps() : 0;
       j["identical_to_ar"] = base.tokens == res.tokens;
     }
-    std::cout << j.dump(2) << std::endl;
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
     return 0;
   }
   printf("\n\n");

@@ -1,0 +1,106 @@
+#include "server/metrics.h"
+
+#include <sstream>
+
+namespace graft::server {
+namespace {
+constexpr const char* kPhases[7] = {"prefill", "draft", "retrieve", "graft", "verify", "commit", "decode"};
+
+void Header(std::ostringstream& o, const char* name, const char* type, const char* help) {
+  o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+}
+}  // namespace
+
+void Metrics::CountHttp(const std::string& path, int status) {
+  std::lock_guard lk(mu_);
+  ++http_[{path, status}];
+}
+
+void Metrics::CountGeneration(const GenerationStats& st, Method m, const std::string& finish, double queue_ms,
+                              double first_token_ms) {
+  std::lock_guard lk(mu_);
+  ++finish_[{MethodName(m), finish}];
+  prompt_tokens_ += st.n_prompt;
+  generated_tokens_ += st.n_generated;
+  target_passes_ += st.n_passes;
+  draft_passes_ += st.n_draft_passes;
+  for (int s = 0; s < kNumSources; ++s) {
+    proposed_[s] += st.per_source[s].proposed;
+    accepted_[s] += st.per_source[s].accepted;
+  }
+  const double ms[7] = {st.t_prefill_ms, st.t_draft_ms, st.t_retrieve_ms, st.t_graft_ms,
+                        st.t_verify_ms,  st.t_commit_ms, st.t_decode_ms};
+  for (int i = 0; i < 7; ++i) phase_ms_[i] += ms[i];
+  queue_ms_sum_ += queue_ms;
+  ++queue_count_;
+  if (first_token_ms >= 0) {
+    ttft_ms_sum_ += first_token_ms;
+    ++ttft_count_;
+  }
+}
+
+void Metrics::CountDropped() {
+  std::lock_guard lk(mu_);
+  ++dropped_;
+}
+
+void Metrics::CountRejected() {
+  std::lock_guard lk(mu_);
+  ++rejected_;
+}
+
+std::string Metrics::Render(const QueueGauges& g) const {
+  std::lock_guard lk(mu_);
+  std::ostringstream o;
+  Header(o, "graft_http_requests_total", "counter", "HTTP requests by path and status");
+  for (const auto& [k, v] : http_) {
+    o << "graft_http_requests_total{path=\"" << k.first << "\",status=\"" << k.second << "\"} " << v << '\n';
+  }
+  Header(o, "graft_generations_total", "counter", "generations run on an engine, by method and finish reason");
+  for (const auto& [k, v] : finish_) {
+    o << "graft_generations_total{method=\"" << k.first << "\",finish_reason=\"" << k.second << "\"} " << v << '\n';
+  }
+  int64_t cancelled = dropped_;
+  for (const auto& [k, v] : finish_) {
+    if (k.second == "cancelled") cancelled += v;
+  }
+  Header(o, "graft_requests_cancelled_total", "counter",
+         "generations cancelled because the client disconnected or the server stopped (queued or running)");
+  o << "graft_requests_cancelled_total " << cancelled << '\n';
+  Header(o, "graft_requests_rejected_total", "counter", "requests refused with 503 because the wait queue was full");
+  o << "graft_requests_rejected_total " << rejected_ << '\n';
+  Header(o, "graft_prompt_tokens_total", "counter", "prompt tokens of generations");
+  o << "graft_prompt_tokens_total " << prompt_tokens_ << '\n';
+  Header(o, "graft_generated_tokens_total", "counter", "tokens generated");
+  o << "graft_generated_tokens_total " << generated_tokens_ << '\n';
+  Header(o, "graft_target_passes_total", "counter", "target verification passes (prefill excluded)");
+  o << "graft_target_passes_total " << target_passes_ << '\n';
+  Header(o, "graft_draft_passes_total", "counter", "draft-model decode calls");
+  o << "graft_draft_passes_total " << draft_passes_ << '\n';
+  Header(o, "graft_tau", "gauge", "mean tokens per target pass over all generations so far");
+  o << "graft_tau " << (target_passes_ ? static_cast<double>(generated_tokens_) / target_passes_ : 0.0) << '\n';
+  Header(o, "graft_proposed_tokens_total", "counter", "proposed tree nodes verified, by source");
+  for (int s = 1; s < kNumSources; ++s) {
+    o << "graft_proposed_tokens_total{source=\"" << SourceName(static_cast<Source>(s)) << "\"} " << proposed_[s] << '\n';
+  }
+  Header(o, "graft_accepted_tokens_total", "counter", "proposed tree nodes accepted by the target, by source");
+  for (int s = 1; s < kNumSources; ++s) {
+    o << "graft_accepted_tokens_total{source=\"" << SourceName(static_cast<Source>(s)) << "\"} " << accepted_[s] << '\n';
+  }
+  Header(o, "graft_phase_seconds_total", "counter", "engine time by phase (decode = everything after prefill)");
+  for (int i = 0; i < 7; ++i) o << "graft_phase_seconds_total{phase=\"" << kPhases[i] << "\"} " << phase_ms_[i] / 1000 << '\n';
+  Header(o, "graft_queue_wait_seconds", "summary", "time from admission to an engine");
+  o << "graft_queue_wait_seconds_sum " << queue_ms_sum_ / 1000 << "\ngraft_queue_wait_seconds_count " << queue_count_ << '\n';
+  Header(o, "graft_first_token_seconds", "summary", "time from engine start to the first generated token");
+  o << "graft_first_token_seconds_sum " << ttft_ms_sum_ / 1000 << "\ngraft_first_token_seconds_count " << ttft_count_
+    << '\n';
+  Header(o, "graft_queue_length", "gauge", "requests waiting for a slot");
+  o << "graft_queue_length " << g.queued << '\n';
+  Header(o, "graft_in_flight", "gauge", "requests generating now");
+  o << "graft_in_flight " << g.in_flight << '\n';
+  Header(o, "graft_slots", "gauge", "engines serving requests (--parallel)");
+  o << "graft_slots " << g.slots << '\n';
+  return o.str();
+}
+
+}  // namespace graft::server

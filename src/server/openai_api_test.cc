@@ -1,0 +1,152 @@
+#include "server/openai_api.h"
+
+#include <gtest/gtest.h>
+
+namespace graft::server {
+namespace {
+
+using nlohmann::json;
+
+RequestPolicy Policy() {
+  RequestPolicy p;
+  p.model_names = {"tiny-target", "graft"};
+  p.decode.method = Method::kGraft;
+  p.decode.tree_budget = 16;
+  p.sampling.seed = 42;
+  p.default_max_tokens = 32;
+  p.max_tokens_limit = 100;
+  p.max_budget = 64;
+  return p;
+}
+
+// The ApiError a body gets, or a failure if it parses.
+ApiError ErrorOf(const std::string& body, Endpoint ep = Endpoint::kCompletions) {
+  try {
+    ParseRequest(body, ep, Policy());
+  } catch (const ApiError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "accepted: " << body;
+  return {};
+}
+
+TEST(OpenAiApiTest, CompletionDefaultsFromPolicy) {
+  ParsedRequest r = ParseRequest(R"({"prompt": "hi"})", Endpoint::kCompletions, Policy());
+  EXPECT_EQ(r.prompt, "hi");
+  EXPECT_EQ(r.max_tokens, 32);
+  EXPECT_EQ(r.decode.method, Method::kGraft);
+  EXPECT_EQ(r.decode.tree_budget, 16);
+  EXPECT_EQ(r.sampling.seed, 42u);
+  EXPECT_FALSE(r.stream);
+  EXPECT_TRUE(r.stop.empty());
+}
+
+TEST(OpenAiApiTest, CompletionAllOptions) {
+  ParsedRequest r = ParseRequest(
+      R"({"model": "graft", "prompt": ["hi"], "max_tokens": 7, "temperature": 0.5, "top_p": 0.9, "seed": 3,
+          "stop": ["a", "b"], "stream": true, "stream_options": {"include_usage": true},
+          "graft": {"method": "ar", "budget": 4}, "user": "ignored", "n": 1})",
+      Endpoint::kCompletions, Policy());
+  EXPECT_EQ(r.prompt, "hi");
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.top_p, 0.9f);
+  EXPECT_EQ(r.sampling.seed, 3u);
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_EQ(r.decode.method, Method::kAr);
+  EXPECT_EQ(r.decode.tree_budget, 4);
+}
+
+TEST(OpenAiApiTest, PromptAsTokenIdsAndStopAsString) {
+  ParsedRequest r = ParseRequest(R"({"prompt": [1, 2, 3], "stop": "x"})", Endpoint::kCompletions, Policy());
+  EXPECT_EQ(r.prompt_tokens, (std::vector<Token>{1, 2, 3}));
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"x"}));
+}
+
+TEST(OpenAiApiTest, ChatMessages) {
+  ParsedRequest r = ParseRequest(
+      R"({"messages": [{"role": "developer", "content": "be brief"},
+                       {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
+          "max_completion_tokens": 5})",
+      Endpoint::kChat, Policy());
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[1].content, "ab");
+  EXPECT_EQ(r.max_tokens, 5);
+}
+
+TEST(OpenAiApiTest, BadInputNamesTheParameter) {
+  struct Case {
+    const char* body;
+    Endpoint ep;
+    int status;
+    const char* param;
+  };
+  const Case cases[] = {
+      {"{not json", Endpoint::kCompletions, 400, ""},
+      {"[1, 2]", Endpoint::kCompletions, 400, ""},
+      {R"({"max_tokens": 4})", Endpoint::kCompletions, 400, "prompt"},
+      {R"({"prompt": 5})", Endpoint::kCompletions, 400, "prompt"},
+      {R"({"prompt": ["a", "b"]})", Endpoint::kCompletions, 400, "prompt"},
+      {R"({"prompt": "x", "max_tokens": "many"})", Endpoint::kCompletions, 400, "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": 0})", Endpoint::kCompletions, 400, "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": 101})", Endpoint::kCompletions, 400, "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": 2.5})", Endpoint::kCompletions, 400, "max_tokens"},
+      {R"({"prompt": "x", "temperature": -0.1})", Endpoint::kCompletions, 400, "temperature"},
+      {R"({"prompt": "x", "temperature": "hot"})", Endpoint::kCompletions, 400, "temperature"},
+      {R"({"prompt": "x", "top_p": 1.5})", Endpoint::kCompletions, 400, "top_p"},
+      {R"({"prompt": "x", "stop": 3})", Endpoint::kCompletions, 400, "stop"},
+      {R"({"prompt": "x", "stop": [""]})", Endpoint::kCompletions, 400, "stop"},
+      {R"({"prompt": "x", "stream": "yes"})", Endpoint::kCompletions, 400, "stream"},
+      {R"({"prompt": "x", "model": "gpt-4"})", Endpoint::kCompletions, 404, "model"},
+      {R"({"prompt": "x", "model": 7})", Endpoint::kCompletions, 400, "model"},
+      {R"({"prompt": "x", "n": 2})", Endpoint::kCompletions, 400, "n"},
+      {R"({"prompt": "x", "graft": {"method": "magic"}})", Endpoint::kCompletions, 400, "graft.method"},
+      {R"({"prompt": "x", "graft": {"budget": 0}})", Endpoint::kCompletions, 400, "graft.budget"},
+      {R"({"prompt": "x", "graft": {"budjet": 4}})", Endpoint::kCompletions, 400, "graft.budjet"},
+      {R"({"prompt": "x", "graft": "fast"})", Endpoint::kCompletions, 400, "graft"},
+      {R"({"prompt": "x"})", Endpoint::kChat, 400, "messages"},
+      {R"({"messages": []})", Endpoint::kChat, 400, "messages"},
+      {R"({"messages": [{"role": "user"}]})", Endpoint::kChat, 400, "messages[0].content"},
+      {R"({"messages": [{"role": "wizard", "content": "x"}]})", Endpoint::kChat, 400, "messages[0].role"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", Endpoint::kChat, 400,
+       "messages[0].content[0].type"},
+  };
+  for (const Case& c : cases) {
+    ApiError e = ErrorOf(c.body, c.ep);
+    EXPECT_EQ(e.status, c.status) << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body;
+    EXPECT_FALSE(e.message.empty()) << c.body;
+    const json j = ErrorJson(e);
+    EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+    EXPECT_TRUE(j["error"].contains("param") && j["error"].contains("code") && j["error"].contains("message"));
+  }
+}
+
+TEST(OpenAiApiTest, ResponseShapes) {
+  ResponseMeta meta{Endpoint::kChat, "chatcmpl-1", 123, "tiny-target"};
+  json full = CompletionJson(meta, "hello", "stop", {5, 2}, json::object());
+  EXPECT_EQ(full["object"], "chat.completion");
+  EXPECT_EQ(full["choices"][0]["message"]["content"], "hello");
+  EXPECT_EQ(full["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(full["usage"]["total_tokens"], 7);
+  json first = ChunkJson(meta, "", true, std::nullopt);
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
+  json last = ChunkJson(meta, "", false, std::string("length"));
+  EXPECT_TRUE(last["choices"][0]["delta"].empty());
+  meta.endpoint = Endpoint::kCompletions;
+  json text = ChunkJson(meta, "ab", false, std::nullopt);
+  EXPECT_EQ(text["object"], "text_completion");
+  EXPECT_EQ(text["choices"][0]["text"], "ab");
+}
+
+TEST(OpenAiApiTest, DumpReplacesInvalidUtf8) {
+  EXPECT_EQ(Dump(json("a\xE2\x82")), "\"a\xEF\xBF\xBD\"");
+}
+
+}  // namespace
+}  // namespace graft::server

@@ -1,0 +1,442 @@
+#!/usr/bin/env python3
+"""End-to-end test of `graft serve` on the tiny models (random weights, SmolLM2 tokenizer).
+
+Starts the server on a free loopback port and checks, against `graft generate --json`:
+non-streamed and streamed completions / chat (openai client and curl), stop sequences,
+every bad-input case (4xx + OpenAI error shape, server still healthy), 8 concurrent
+streaming clients, a client that disconnects mid-stream (cancelled, others undisturbed),
+queue-full refusals, and SIGTERM (exit 0). Prints `N passed, M failed` last.
+
+  .venv/bin/python tests/server/server_test.py --graft build-server/graft
+"""
+import argparse
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+
+import openai
+
+CTX = 512          # small context: the "prompt too long" case stays cheap
+THREADS = 1        # per engine; two slots share the two cores
+N_TOKENS = 24
+PROMPTS = [
+    "The quick brown fox",
+    "Once upon a time, in a small village,",
+    "def fibonacci(n):",
+    "Speculative decoding works by",
+]
+
+RESULTS = {"passed": 0, "failed": 0}
+
+
+def check(name, cond, detail=""):
+    if cond:
+        RESULTS["passed"] += 1
+        print(f"PASS {name}", flush=True)
+    else:
+        RESULTS["failed"] += 1
+        print(f"FAIL {name} {detail}", flush=True)
+    return cond
+
+
+def run_case(name, fn):
+    try:
+        fn()
+    except Exception:  # a crashed case counts as one failure, the rest still run
+        RESULTS["failed"] += 1
+        print(f"FAIL {name} (exception)\n{traceback.format_exc()}", flush=True)
+
+
+class ServerProcess:
+    """`graft serve` on --port 0; reads the port from its first stdout line."""
+
+    def __init__(self, graft, models, extra=()):
+        self.cmd = [graft, "serve", "-m", f"{models}/tiny-target.gguf", "-md", f"{models}/tiny-draft.gguf",
+                    "--host", "127.0.0.1", "--port", "0", "-c", str(CTX), "-t", str(THREADS), *extra]
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.stderr_lines = []
+        threading.Thread(target=self._drain_stderr, daemon=True).start()
+        deadline = time.time() + 120
+        line = ""
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            if line or self.proc.poll() is not None:
+                break
+        m = re.match(r"graft serve: listening on http://([\d.]+):(\d+)", line)
+        if not m:
+            self.proc.kill()
+            raise RuntimeError(f"server did not start: {line!r}\n" + "".join(self.stderr_lines))
+        self.host, self.port = m.group(1), int(m.group(2))
+        self.base = f"http://{self.host}:{self.port}"
+
+    def _drain_stderr(self):
+        for line in self.proc.stderr:
+            self.stderr_lines.append(line)
+
+    def client(self):
+        return openai.OpenAI(base_url=self.base + "/v1", api_key="unused", max_retries=0, timeout=120)
+
+    def request(self, method, path, body=None, headers=None, raw=None):
+        """(status, parsed JSON or text) over a fresh connection."""
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=120)
+        data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+        conn.request(method, path, body=data, headers=headers or {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        text = resp.read().decode("utf-8", "replace")
+        conn.close()
+        try:
+            return resp.status, json.loads(text)
+        except ValueError:
+            return resp.status, text
+
+    def metric(self, name):
+        _, text = self.request("GET", "/metrics")
+        total = 0.0
+        for line in text.splitlines():
+            if line.startswith(name) and (line[len(name)] in " {"):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return None
+
+
+def reference(graft, models, prompt, n, method, chat):
+    """`graft generate --json` text for the same greedy request."""
+    cmd = [graft, "generate", "-m", f"{models}/tiny-target.gguf", "-md", f"{models}/tiny-draft.gguf",
+           "-c", str(CTX), "-t", str(THREADS), "-p", prompt, "-n", str(n), "--method", method, "--json"]
+    if not chat:
+        cmd.append("--raw")
+    out = subprocess.run(cmd, capture_output=True, timeout=120)
+    if out.returncode == 0:
+        return norm(json.loads(out.stdout)["text"])
+    # `generate --json` fails on output that is not valid UTF-8 (random-weight models
+    # emit stray byte tokens): take the streamed text instead, "<text>\n\n<stats line>\n".
+    cmd.remove("--json")
+    out = subprocess.run(cmd, capture_output=True, timeout=120, check=True)
+    return norm(out.stdout.rsplit(b"\n\n", 1)[0].decode("utf-8", "replace"))
+
+
+def norm(text):
+    """Invalid UTF-8 becomes U+FFFD on both sides, but replacers differ in how many."""
+    return re.sub("\ufffd+", "\ufffd", text)
+
+
+def sse_events(body):
+    """The JSON payloads of `data:` lines, and whether [DONE] came last."""
+    events, done = [], False
+    for block in body.split("\n\n"):
+        for line in block.splitlines():
+            if line.startswith("data: "):
+                payload = line[len("data: "):]
+                if payload == "[DONE]":
+                    done = True
+                else:
+                    events.append(json.loads(payload))
+    return events, done
+
+
+def stream_text(client, prompt, n, method, chat=False):
+    """Concatenated streamed text, finish_reason and chunk deltas via the openai client."""
+    extra = {"graft": {"method": method}}
+    if chat:
+        it = client.chat.completions.create(model="graft", messages=[{"role": "user", "content": prompt}],
+                                            max_tokens=n, temperature=0, stream=True, extra_body=extra)
+        deltas, finish = [], None
+        for c in it:
+            if c.choices:
+                deltas.append(c.choices[0].delta.content or "")
+                finish = c.choices[0].finish_reason or finish
+    else:
+        it = client.completions.create(model="tiny-target", prompt=prompt, max_tokens=n, temperature=0,
+                                       stream=True, extra_body=extra)
+        deltas, finish = [], None
+        for c in it:
+            if c.choices:
+                deltas.append(c.choices[0].text)
+                finish = c.choices[0].finish_reason or finish
+    return norm("".join(deltas)), finish, deltas
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--graft", required=True)
+    ap.add_argument("--models", default=os.environ.get("GRAFT_MODEL_DIR",
+                                                       os.path.expanduser("~/.cache/graft/models")))
+    args = ap.parse_args()
+    t0 = time.time()
+    graft, models = args.graft, args.models
+
+    srv = ServerProcess(graft, models, ["--parallel", "2", "--queue-max", "16", "--max-tokens-limit", "256",
+                                        "--max-body-bytes", "65536"])
+    client = srv.client()
+    refs = {}  # (prompt, method, chat) -> text
+
+    def ref(prompt, method, chat=False):
+        key = (prompt, method, chat)
+        if key not in refs:
+            refs[key] = reference(graft, models, prompt, N_TOKENS, method, chat)
+        return refs[key]
+
+    def basics():
+        st, body = srv.request("GET", "/health")
+        check("health", st == 200 and body.get("status") == "ok", body)
+        ids = [m.id for m in client.models.list().data]
+        check("models list", ids == ["tiny-target"], ids)
+
+    def completions_equal_generate():
+        for method in ("ar", "graft"):
+            for prompt in PROMPTS[:2]:
+                expect = ref(prompt, method)
+                r = client.completions.create(model="tiny-target", prompt=prompt, max_tokens=N_TOKENS, temperature=0,
+                                              extra_body={"graft": {"method": method}})
+                got = norm(r.choices[0].text)
+                check(f"completion {method} {prompt[:12]!r} = generate", got == expect, f"{got!r} != {expect!r}")
+                check(f"completion {method} fields", r.object == "text_completion" and r.id.startswith("cmpl-")
+                      and r.choices[0].finish_reason == "length" and r.usage.completion_tokens == N_TOKENS
+                      and r.usage.total_tokens == r.usage.prompt_tokens + N_TOKENS
+                      and r.model_extra["graft"]["method"] == method and r.model_extra["graft"]["passes"] >= 1,
+                      r.model_dump())
+                text, finish, _ = stream_text(client, prompt, N_TOKENS, method)
+                check(f"stream {method} {prompt[:12]!r} = generate", text == expect and finish == "length",
+                      f"{text!r} != {expect!r} ({finish})")
+
+    def chat_equal_generate():
+        for method in ("ar", "graft"):
+            prompt = PROMPTS[2]
+            expect = ref(prompt, method, chat=True)
+            r = client.chat.completions.create(model="graft", messages=[{"role": "user", "content": prompt}],
+                                               max_tokens=N_TOKENS, temperature=0,
+                                               extra_body={"graft": {"method": method}})
+            got = norm(r.choices[0].message.content)
+            check(f"chat {method} = generate", got == expect and r.object == "chat.completion"
+                  and r.choices[0].message.role == "assistant", f"{got!r} != {expect!r}")
+            text, finish, _ = stream_text(client, prompt, N_TOKENS, method, chat=True)
+            check(f"chat stream {method} = generate", text == expect and finish == "length", f"{text!r} != {expect!r}")
+        chunks = list(client.chat.completions.create(
+            model="graft", messages=[{"role": "user", "content": PROMPTS[2]}], max_tokens=4, temperature=0,
+            stream=True, stream_options={"include_usage": True}))
+        check("chat stream include_usage", chunks[0].choices[0].delta.role == "assistant" and chunks[-1].choices == []
+              and chunks[-1].usage.completion_tokens == 4, chunks[-1])
+
+    def curl_cases():
+        prompt = PROMPTS[0]
+        expect = ref(prompt, "graft")
+        body = json.dumps({"prompt": prompt, "max_tokens": N_TOKENS, "temperature": 0, "graft": {"method": "graft"}})
+        out = subprocess.run(["curl", "-s", "-H", "Content-Type: application/json", "-d", body,
+                              srv.base + "/v1/completions"], capture_output=True, text=True, timeout=60).stdout
+        j = json.loads(out)
+        check("curl completion = generate", norm(j["choices"][0]["text"]) == expect, out[:300])
+        out = subprocess.run(["curl", "-sN", "-H", "Content-Type: application/json", "-d",
+                              json.dumps({**json.loads(body), "stream": True}), srv.base + "/v1/completions"],
+                             capture_output=True, text=True, timeout=60).stdout
+        events, done = sse_events(out)
+        text = norm("".join(e["choices"][0]["text"] for e in events if e.get("choices")))
+        last = events[-1] if events else {}
+        check("curl stream = generate", done and text == expect and last["choices"][0]["finish_reason"] == "length"
+              and last["usage"]["completion_tokens"] == N_TOKENS and "graft" in last, out[-400:])
+        out = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-d", "{bad",
+                              srv.base + "/v1/chat/completions"], capture_output=True, text=True, timeout=60).stdout
+        check("curl bad json -> 400", out == "400", out)
+
+    def stop_sequences():
+        prompt = PROMPTS[1]
+        full = ref(prompt, "ar")
+        _, _, deltas = stream_text(client, prompt, N_TOKENS, "ar")  # ar: one token per chunk
+        pieces = [d for d in deltas if d]
+        # A stop string across the boundary of tokens 3 and 4 (last char of one, first of the next).
+        i = next(k for k in range(2, len(pieces) - 1) if pieces[k] and pieces[k + 1])
+        stop = pieces[i][-2:] + pieces[i + 1][:2]
+        cut = full[:full.find(stop)]
+        for method in ("ar", "graft"):
+            r = client.completions.create(model="graft", prompt=prompt, max_tokens=N_TOKENS, temperature=0,
+                                          stop=[stop, "\x00never"], extra_body={"graft": {"method": method}})
+            check(f"stop spanning tokens ({method})", r.choices[0].text == cut and r.choices[0].finish_reason == "stop",
+                  f"{r.choices[0].text!r} vs {cut!r} stop={stop!r}")
+            text, finish, _ = stream_text_stop(client, prompt, stop, method)
+            check(f"stop spanning tokens, streamed ({method})", text == cut and finish == "stop", f"{text!r} vs {cut!r}")
+
+    def stream_text_stop(client, prompt, stop, method):
+        it = client.completions.create(model="graft", prompt=prompt, max_tokens=N_TOKENS, temperature=0, stop=stop,
+                                       stream=True, extra_body={"graft": {"method": method}})
+        deltas, finish = [], None
+        for c in it:
+            if c.choices:
+                deltas.append(c.choices[0].text)
+                finish = c.choices[0].finish_reason or finish
+        return "".join(deltas), finish, deltas
+
+    def bad_inputs():
+        long_prompt = " ".join(["word"] * (CTX + 100))
+        cases = [
+            ("malformed json", "/v1/completions", None, "{\"prompt\": ", 400),
+            ("body not an object", "/v1/completions", None, "[1,2,3]", 400),
+            ("missing prompt", "/v1/completions", {"max_tokens": 4}, None, 400),
+            ("missing messages", "/v1/chat/completions", {"prompt": "x"}, None, 400),
+            ("prompt wrong type", "/v1/completions", {"prompt": {"a": 1}}, None, 400),
+            ("messages wrong type", "/v1/chat/completions", {"messages": "hi"}, None, 400),
+            ("max_tokens wrong type", "/v1/completions", {"prompt": "x", "max_tokens": "ten"}, None, 400),
+            ("temperature wrong type", "/v1/completions", {"prompt": "x", "temperature": [1]}, None, 400),
+            ("stream wrong type", "/v1/completions", {"prompt": "x", "stream": 1}, None, 400),
+            ("stop wrong type", "/v1/completions", {"prompt": "x", "stop": {"s": 1}}, None, 400),
+            ("unknown model", "/v1/completions", {"model": "gpt-4o", "prompt": "x"}, None, 404),
+            ("prompt longer than context", "/v1/completions", {"prompt": long_prompt}, None, 400),
+            ("token ids out of vocab", "/v1/completions", {"prompt": [1, 99999999]}, None, 400),
+            ("absurd max_tokens", "/v1/completions", {"prompt": "x", "max_tokens": 1000000}, None, 400),
+            ("zero max_tokens", "/v1/completions", {"prompt": "x", "max_tokens": 0}, None, 400),
+            ("oversized body", "/v1/completions", None, json.dumps({"prompt": "y" * 100000}), 413),
+            ("unknown method", "/v1/completions", {"prompt": "x", "graft": {"method": "warp"}}, None, 400),
+            ("method needs index", "/v1/completions", {"prompt": "x", "graft": {"method": "rest"}}, None, 400),
+            ("budget too large", "/v1/completions", {"prompt": "x", "graft": {"budget": 100000}}, None, 400),
+            ("negative temperature", "/v1/completions", {"prompt": "x", "temperature": -1}, None, 400),
+            ("negative temperature chat", "/v1/chat/completions",
+             {"messages": [{"role": "user", "content": "x"}], "temperature": -0.5}, None, 400),
+            ("bad role", "/v1/chat/completions", {"messages": [{"role": "robot", "content": "x"}]}, None, 400),
+            ("n > 1", "/v1/completions", {"prompt": "x", "n": 3}, None, 400),
+            ("unknown route", "/v1/embeddings", {"input": "x"}, None, 404),
+        ]
+        for name, path, body, raw, status in cases:
+            try:
+                st, j = srv.request("POST", path, body=body, raw=raw)
+            except (ConnectionError, http.client.HTTPException) as e:
+                check(f"bad input: {name}", False, f"connection error {e!r}")
+                continue
+            err = j.get("error") if isinstance(j, dict) else None
+            shape = (isinstance(err, dict) and isinstance(err.get("message"), str) and err.get("message")
+                     and err.get("type") == "invalid_request_error" and "param" in err and "code" in err)
+            check(f"bad input: {name} -> {status}", st == status and shape, f"got {st} {str(j)[:200]}")
+            hst, _ = srv.request("GET", "/health")
+            if hst != 200:
+                check(f"healthy after {name}", False, hst)
+        # The openai client raises its typed errors for them.
+        try:
+            client.completions.create(model="nope", prompt="x", max_tokens=2)
+            check("openai client NotFoundError", False)
+        except openai.NotFoundError as e:
+            check("openai client NotFoundError", e.status_code == 404 and "nope" in str(e))
+        try:
+            client.completions.create(model="graft", prompt="x", max_tokens=2, temperature=-1)
+            check("openai client BadRequestError", False)
+        except openai.BadRequestError as e:
+            check("openai client BadRequestError", e.status_code == 400 and e.body["param"] == "temperature", e.body)
+        st, body = srv.request("GET", "/health")
+        check("healthy after bad inputs", st == 200, body)
+
+    def concurrent_streams():
+        # Single-client outputs first (sequential), then 8 concurrent streaming clients.
+        singles = {p: stream_text(client, p, N_TOKENS, "graft")[0] for p in PROMPTS}
+        jobs = [PROMPTS[i % len(PROMPTS)] for i in range(8)]
+
+        def one(p):
+            c = srv.client()
+            return stream_text(c, p, N_TOKENS, "graft")
+
+        t = time.time()
+        with ThreadPoolExecutor(8) as ex:
+            outs = list(ex.map(one, jobs))
+        ok = all(o[0] == singles[p] and o[1] == "length" for o, p in zip(outs, jobs))
+        check(f"8 concurrent streams = single-client outputs ({time.time() - t:.1f}s)", ok,
+              [(o[0][:30], singles[p][:30]) for o, p in zip(outs, jobs) if o[0] != singles[p]])
+
+    def disconnect_mid_stream():
+        before = srv.metric("graft_requests_cancelled_total")
+        prompt = PROMPTS[3]
+        single = stream_text(client, prompt, N_TOKENS, "graft")[0]
+        # The quitter asks for many tokens, reads two events and hangs up.
+        sock = socket.create_connection((srv.host, srv.port))
+        body = json.dumps({"prompt": PROMPTS[0], "max_tokens": 250, "stream": True, "temperature": 0}).encode()
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        got = b""
+        while got.count(b"data: ") < 2:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+        with ThreadPoolExecutor(3) as ex:
+            futs = [ex.submit(lambda: stream_text(srv.client(), prompt, N_TOKENS, "graft")[0]) for _ in range(3)]
+            time.sleep(0.2)
+            sock.close()
+            outs = [f.result() for f in futs]
+        check("others undisturbed by a disconnect", all(o == single for o in outs), outs)
+        deadline = time.time() + 15
+        while time.time() < deadline and srv.metric("graft_requests_cancelled_total") <= before:
+            time.sleep(0.2)
+        after = srv.metric("graft_requests_cancelled_total")
+        check("metrics show the cancellation", after >= before + 1, f"{before} -> {after}")
+        gen = srv.metric("graft_generations_total")
+        st, _ = srv.request("GET", "/health")
+        check("healthy after disconnect", st == 200 and gen > 0)
+
+    def metrics_content():
+        _, text = srv.request("GET", "/metrics")
+        names = ["graft_http_requests_total", "graft_generated_tokens_total", "graft_prompt_tokens_total",
+                 "graft_target_passes_total", "graft_tau", "graft_proposed_tokens_total{source=\"draft\"}",
+                 "graft_accepted_tokens_total", "graft_phase_seconds_total{phase=\"verify\"}", "graft_queue_length",
+                 "graft_in_flight"]
+        missing = [n for n in names if n not in text]
+        check("metrics names", not missing, missing)
+        check("metrics 400s counted", 'status="400"' in text and srv.metric("graft_generated_tokens_total") > 0)
+
+    for name, fn in [("basics", basics), ("completions", completions_equal_generate), ("chat", chat_equal_generate),
+                     ("curl", curl_cases), ("stop", stop_sequences), ("bad inputs", bad_inputs),
+                     ("concurrent", concurrent_streams), ("disconnect", disconnect_mid_stream),
+                     ("metrics", metrics_content)]:
+        run_case(name, fn)
+
+    rc = srv.stop(signal.SIGTERM)
+    check("SIGTERM exits 0", rc == 0, f"rc={rc}\n" + "".join(srv.stderr_lines[-20:]))
+
+    # A second server with one slot and a queue of one: extra requests get 503, and
+    # SIGTERM with a stream in flight still exits 0 (the stream ends with an error event).
+    def queue_full_and_shutdown():
+        small = ServerProcess(graft, models, ["--parallel", "1", "--queue-max", "1", "--method", "ar"])
+        statuses = []
+
+        def long_request():
+            st, _ = small.request("POST", "/v1/completions", {"prompt": PROMPTS[0], "max_tokens": 200})
+            return st
+
+        with ThreadPoolExecutor(4) as ex:
+            statuses = list(ex.map(lambda _: long_request(), range(4)))
+        check("queue full -> 503", statuses.count(503) >= 1 and statuses.count(200) >= 2, statuses)
+        st, body = small.request("POST", "/v1/completions", {"prompt": "x", "max_tokens": 2})
+        check("serves again after the burst", st == 200, body)
+        # SIGTERM mid-stream.
+        conn = http.client.HTTPConnection(small.host, small.port, timeout=60)
+        conn.request("POST", "/v1/completions", body=json.dumps({"prompt": PROMPTS[1], "max_tokens": 250,
+                                                                 "stream": True}),
+                     headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        resp.fp.readline()
+        t = time.time()
+        rc = small.stop(signal.SIGTERM)
+        check(f"SIGTERM mid-stream exits 0 ({time.time() - t:.1f}s)", rc == 0, "".join(small.stderr_lines[-20:]))
+        try:
+            rest = resp.read().decode()
+        except (http.client.HTTPException, ConnectionError):
+            rest = ""
+        check("stream ended on shutdown", "[DONE]" in rest or rest == "" or "error" in rest, rest[-200:])
+
+    run_case("queue full / shutdown", queue_full_and_shutdown)
+    print(f"elapsed {time.time() - t0:.1f}s")
+    print(f"{RESULTS['passed']} passed, {RESULTS['failed']} failed")
+    return 0 if RESULTS["failed"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+// graft serve: the OpenAI-compatible HTTP server (src/server) over N engines.
+#include <pthread.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "cli_options.h"
+#include "commands.h"
+#include "graft/error.h"
+#include "server/server.h"
+
+namespace graft::cli {
+namespace {
+
+struct ServeFlags {
+  ModelFlags models;
+  DecodeFlags decode;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  int32_t parallel = 1;
+  int32_t queue_max = 16;
+  int32_t max_tokens_limit = 4096;
+  int32_t default_max_tokens = 256;
+  int64_t max_body_bytes = 1 << 20;
+  int32_t max_budget = 64;
+  std::vector<std::string> aliases;
+};
+
+// SIGINT / SIGTERM are blocked in every thread (the mask is inherited) and taken by
+// one thread with sigwait, which calls the handler outside signal context.
+class SignalWatcher {
+ public:
+  SignalWatcher() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    sigaddset(&set_, SIGUSR1);  // internal wake-up at exit
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+    thread_ = std::thread([this] {
+      for (;;) {
+        int sig = 0;
+        sigwait(&set_, &sig);
+        std::lock_guard lk(mu_);
+        if (exiting_) return;
+        if (sig == SIGUSR1 || fired_) continue;
+        fired_ = true;
+        if (on_signal_) on_signal_();
+      }
+    });
+  }
+  ~SignalWatcher() {
+    {
+      std::lock_guard lk(mu_);
+      exiting_ = true;
+    }
+    pthread_kill(thread_.native_handle(), SIGUSR1);
+    thread_.join();
+  }
+  // Runs `f` on the first signal (at once if one already came).
+  void OnSignal(std::function<void()> f) {
+    std::lock_guard lk(mu_);
+    on_signal_ = std::move(f);
+    if (fired_ && on_signal_) on_signal_();
+  }
+  bool fired() {
+    std::lock_guard lk(mu_);
+    return fired_;
+  }
+
+ private:
+  sigset_t set_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::function<void()> on_signal_;
+  bool fired_ = false;
+  bool exiting_ = false;
+};
+
+int RunServe(const ServeFlags& f) {
+  if (f.parallel < 1) throw Error("--parallel must be at least 1");
+  if (f.queue_max < 0) throw Error("--queue-max must be >= 0");
+  if (f.max_tokens_limit < 1) throw Error("--max-tokens-limit must be at least 1");
+  if (f.max_body_bytes < 1024) throw Error("--max-body-bytes must be at least 1024");
+  SignalWatcher signals;  // before any thread starts, so all inherit the mask
+
+  const int32_t max_budget = std::max(f.max_budget, f.decode.tree_budget);
+  LoadedModels lm = LoadModels(f.models, max_budget);
+  DecodeOptions defaults = f.decode.ToOptions(lm.draft != nullptr);
+  lm.engine->Validate(defaults);
+  std::vector<std::unique_ptr<Engine>> engines;
+  engines.push_back(std::move(lm.engine));
+  EngineConfig cfg;
+  cfg.n_ctx = f.models.ctx;
+  cfg.n_threads = f.models.threads;
+  cfg.max_tree = max_budget;
+  cfg.index_path = f.models.index;
+  for (int32_t i = 1; i < f.parallel; ++i) engines.push_back(std::make_unique<Engine>(*lm.target, lm.draft.get(), cfg));
+  if (signals.fired()) return 0;
+
+  server::ServerOptions so;
+  so.host = f.host;
+  so.port = f.port;
+  so.queue_max = f.queue_max;
+  so.max_body_bytes = static_cast<size_t>(f.max_body_bytes);
+  so.n_ctx = f.models.ctx;
+  so.draft_name = lm.draft ? lm.draft->path() : "";
+  const std::filesystem::path target_path(lm.target->path());
+  so.policy.model_names = {target_path.stem().string(), "graft", target_path.filename().string()};
+  for (const auto& a : f.aliases) so.policy.model_names.push_back(a);
+  so.policy.decode = defaults;
+  so.policy.sampling = f.decode.ToSampling();
+  so.policy.default_max_tokens = std::min(f.default_max_tokens, f.max_tokens_limit);
+  so.policy.max_tokens_limit = f.max_tokens_limit;
+  so.policy.max_budget = max_budget;
+
+  server::Server srv(*lm.target, std::move(engines), so);
+  const int port = srv.Bind();
+  printf("graft serve: listening on http://%s:%d\n", f.host.c_str(), port);
+  fflush(stdout);
+  fprintf(stderr, "graft serve: model %s, %d slot(s), queue %d, method %s (budget %d), ctx %d\n",
+          so.policy.model_names.front().c_str(), f.parallel, f.queue_max, MethodName(defaults.method).c_str(),
+          defaults.tree_budget, f.models.ctx);
+  signals.OnSignal([&srv] { srv.Stop(); });
+  const bool ok = srv.Listen();
+  srv.Stop();
+  signals.OnSignal(nullptr);
+  fprintf(stderr, "graft serve: stopped\n");
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+void AddServeCommand(CLI::App& app, std::function<int()>* run) {
+  auto flags = std::make_shared<ServeFlags>();
+  CLI::App* sub = app.add_subcommand(
+      "serve",
+      "OpenAI-compatible HTTP server: /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics.\n"
+      "Memory: each --parallel slot is a full engine (target + draft KV caches of -c tokens,\n"
+      "history index, and its own copy of the --index datastore); model weights are shared.");
+  flags->models.Add(sub);
+  flags->decode.Add(sub);
+  sub->add_option("--host", flags->host, "address to listen on")->capture_default_str();
+  sub->add_option("--port", flags->port, "port (0 = any free port, printed at start)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  sub->add_option("--parallel", flags->parallel, "slots: requests generated at once, one engine each")
+      ->capture_default_str();
+  sub->add_option("--queue-max", flags->queue_max, "requests that may wait for a slot; more get HTTP 503")
+      ->capture_default_str();
+  sub->add_option("--max-tokens-limit", flags->max_tokens_limit, "largest max_tokens a request may ask for")
+      ->capture_default_str();
+  sub->add_option("--default-max-tokens", flags->default_max_tokens, "max_tokens when a request gives none")
+      ->capture_default_str();
+  sub->add_option("--max-body-bytes", flags->max_body_bytes, "largest request body (HTTP 413 above)")
+      ->capture_default_str();
+  sub->add_option("--max-budget", flags->max_budget, "largest graft.budget a request may ask for (sizes the contexts)")
+      ->capture_default_str();
+  sub->add_option("--alias", flags->aliases, "extra model names accepted in requests (repeatable)");
+  sub->callback([flags, run] { *run = [flags] { return RunServe(*flags); }; });
+}
+
+}  // namespace graft::cli
