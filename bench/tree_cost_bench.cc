@@ -1,6 +1,6 @@
 // Cost of one target pass over a tree of N nodes, the curve that decides the tree
 // budget on a machine. Usage:
-//   tree_cost_bench MODEL.gguf [threads=2] [reps=7] [prefix=256]
+//   tree_cost_bench MODEL.gguf [threads=2] [reps=7] [prefix=256] [sizes=1,2,4,8,16,32,64]
 // Prints, per N in {1, 2, 4, 8, 16, 32, 64}, the median ms of EvalTree + commit of the
 // root (so the cache does not grow), and the ratio to N = 1; then plain greedy decode
 // tokens/s over 64 tokens.
@@ -48,6 +48,15 @@ int main(int argc, char** argv) {
   const int threads = argc > 2 ? atoi(argv[2]) : 2;
   const int reps = argc > 3 ? atoi(argv[3]) : 7;
   const int prefix_len = argc > 4 ? atoi(argv[4]) : 256;
+  std::vector<int32_t> sizes = {1, 2, 4, 8, 16, 32, 64};
+  if (argc > 5) {
+    sizes.clear();
+    for (const char* p = argv[5]; *p != '\0';) {
+      char* end = nullptr;
+      sizes.push_back(static_cast<int32_t>(strtol(p, &end, 10)));
+      p = *end == ',' ? end + 1 : end;
+    }
+  }
   auto model = Model::Load(argv[1]);
   ContextOptions co;
   co.n_ctx = 2048;
@@ -63,8 +72,8 @@ int main(int argc, char** argv) {
   printf("model %s (%s), %d threads, prefix %d tokens, median of %d\n", model->Name().c_str(),
          model->Description().c_str(), threads, prefix_len, reps);
   printf("%6s %10s %8s\n", "N", "ms/pass", "x N=1");
-  double one = 0;
-  for (int32_t n : {1, 2, 4, 8, 16, 32, 64}) {
+  double one = 0;  // ms at the first size (normally N = 1)
+  for (int32_t n : sizes) {
     std::vector<double> ms;
     for (int r = 0; r < reps + 1; ++r) {
       TokenTree tree = RandomTree(rng, prefix.back(), n, model->n_vocab());
@@ -77,7 +86,7 @@ int main(int argc, char** argv) {
       if (r > 0) ms.push_back(dt);  // first one warms up this batch shape
     }
     const double m = Median(ms);
-    if (n == 1) one = m;
+    if (one == 0) one = m;
     printf("%6d %10.2f %8.2f\n", n, m, m / one);
   }
   // Plain greedy decoding speed.

@@ -10,6 +10,7 @@ ROOT=$PWD
 LLAMA_CPP_PYTHON_VERSION=0.3.36
 GGUF_VERSION=0.19.0
 OPENAI_VERSION=3.51.0
+MATPLOTLIB_VERSION=3.11.2
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config git python3-venv libgtest-dev libgmock-dev
   libbenchmark-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libfmt-dev libdivsufsort-dev
   libssl-dev curl)
@@ -43,6 +44,7 @@ if [ "$(installed llama_cpp_python)" != "$LLAMA_CPP_PYTHON_VERSION" ]; then
 fi
 [ "$(installed gguf)" = "$GGUF_VERSION" ] || "$VPY" -m pip install -q "gguf==$GGUF_VERSION"
 [ "$(installed openai)" = "$OPENAI_VERSION" ] || "$VPY" -m pip install -q "openai==$OPENAI_VERSION"
+[ "$(installed matplotlib)" = "$MATPLOTLIB_VERSION" ] || "$VPY" -m pip install -q "matplotlib==$MATPLOTLIB_VERSION"
 SITE=$("$VPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 for f in include/llama.h lib/libllama.so lib/cmake/llama/llama-config.cmake; do
   [ -e "$SITE/$f" ] || { echo "setup: $SITE/$f missing from the llama-cpp-python install" >&2; exit 1; }

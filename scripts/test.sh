@@ -4,4 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-ctest --test-dir build --output-on-failure -j 2 "$@"
+# Serial on purpose: llama.cpp's worker threads spin while they wait, so two model
+# processes (or a model beside a unit test) on 2 cores slow each other down badly.
+ctest --test-dir build --output-on-failure "$@"

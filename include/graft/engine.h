@@ -48,6 +48,10 @@ struct EngineConfig {
   int32_t max_tree = 64;             // largest verification tree the contexts accept
   std::string index_path;            // corpus datastore for rest / graft ("" = none)
   int32_t history_tokens = 1 << 20;  // capacity of the cross-request history index
+  // Keep the KV cache of a prompt prefix shared with the previous request. Off by
+  // default: batched and single-token kernels round differently, so a reused prefix
+  // can flip a near-tie and the same request would not always give the same output.
+  bool reuse_prefix = false;
 };
 
 struct DecodeOptions {

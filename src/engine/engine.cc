@@ -181,7 +181,7 @@ GenerateResult Engine::Generate(const GenerateRequest& req, const DecodeOptions&
   std::vector<Token> committed = req.prompt;
   {
     size_t common = 0;
-    const size_t limit = std::min(s.tctx_tokens.size(), committed.size() - 1);
+    const size_t limit = s.config.reuse_prefix ? std::min(s.tctx_tokens.size(), committed.size() - 1) : 0;
     while (common < limit && s.tctx_tokens[common] == committed[common]) ++common;
     if (static_cast<int32_t>(common) < tctx.n_past()) tctx.Truncate(static_cast<int32_t>(common));
     tctx.Prefill(TokenSpan(committed).subspan(common, committed.size() - 1 - common), false);
@@ -189,7 +189,7 @@ GenerateResult Engine::Generate(const GenerateRequest& req, const DecodeOptions&
   if (s.dctx) {
     // The draft cache catches up lazily; drop what differs from this prompt.
     size_t common = 0;
-    const size_t limit = std::min<size_t>(s.dctx->n_past(), committed.size() - 1);
+    const size_t limit = s.config.reuse_prefix ? std::min<size_t>(s.dctx->n_past(), committed.size() - 1) : 0;
     while (common < limit && common < s.tctx_tokens.size() && s.tctx_tokens[common] == committed[common]) ++common;
     if (static_cast<int32_t>(common) < s.dctx->n_past()) s.dctx->Truncate(static_cast<int32_t>(common));
   }

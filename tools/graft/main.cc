@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   std::function<int()> run;
   graft::cli::AddGenerateCommand(app, &run);
   graft::cli::AddIndexCommand(app, &run);
+  graft::cli::AddBenchCommand(app, &run);
   graft::cli::AddServeCommand(app, &run);
   // llama.cpp spells the draft model "-md"; CLI11 allows one-letter short names only.
   std::vector<std::string> args;

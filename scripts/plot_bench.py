@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Plots of a `graft bench` run: reads OUTDIR/results.json, writes OUTDIR/pareto.png and
+OUTDIR/categories.png (one pair per temperature after the first: pareto_t0.7.png, ...).
+
+  pareto.png      speedup over ar against the verification budget N, one line per method
+                  (ar = the 1.0 line; methods run at a single budget show as one point)
+  categories.png  per-category speedup bars, one bar per method at its best budget
+
+Usage: plot_bench.py OUTDIR   (needs matplotlib; `graft bench` calls it at the end)
+"""
+import json
+import os
+import sys
+
+
+def load(outdir):
+    path = os.path.join(outdir, "results.json")
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        sys.exit(f"plot_bench: {path} not found (run `graft bench -o {outdir}` first)")
+    except json.JSONDecodeError as e:
+        sys.exit(f"plot_bench: {path} is not valid JSON: {e}")
+
+
+def speedup(entry):
+    v = entry.get("speedup")
+    return float(v) if v is not None else None
+
+
+def plot_pareto(plt, res, table, temp, path):
+    methods = {}
+    for c in res["configs"]:
+        if c["method"] == "ar" or format_temp(c["temperature"]) != temp:
+            continue
+        e = table.get(c["name"], {})
+        s = speedup(e)
+        if s is not None:
+            methods.setdefault(c["method"], []).append((c["budget"], s, e.get("tau", 0.0)))
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.axhline(1.0, color="gray", linestyle="--", linewidth=1, label="ar")
+    for m, pts in methods.items():
+        pts.sort()
+        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+        style = dict(marker="o", linewidth=2 if m == "graft" else 1.2)
+        if m == "oracle":
+            style.update(linestyle=":", color="black")
+        ax.plot(xs, ys, label=m, **style)
+    budgets = sorted({c["budget"] for c in res["configs"] if c["method"] != "ar"})
+    if budgets and len(budgets) > 1:
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(budgets)
+        ax.set_xticklabels([str(b) for b in budgets])
+    ax.set_xlabel("verification budget N (tree nodes per target pass)")
+    ax.set_ylabel("speedup over ar (decode tokens/s)")
+    ax.set_title(f"graft bench: speedup vs budget (T={temp}, {status_text(res)})")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_categories(plt, res, table, temp, path):
+    cats = list(res.get("categories", []))
+    names = [m for m in dict.fromkeys(c["method"] for c in res["configs"] if format_temp(c["temperature"]) == temp)]
+    names = [m for m in names if m in table]
+    width = 0.8 / max(1, len(names))
+    fig, ax = plt.subplots(figsize=(max(7, 1.4 * (len(cats) + 1)), 4.5))
+    groups = cats + ["overall"]
+    for i, m in enumerate(names):
+        e = table[m]
+        ys = []
+        for cat in cats:
+            ce = e.get("categories", {}).get(cat)
+            ys.append(speedup(ce) or 0.0 if ce else 0.0)
+        ys.append(speedup(e) or 0.0)
+        xs = [g + (i - (len(names) - 1) / 2) * width for g in range(len(groups))]
+        label = m if m == "ar" else f"{m} (N={e.get('budget')})"
+        ax.bar(xs, ys, width=width, label=label)
+    ax.axhline(1.0, color="gray", linestyle="--", linewidth=1)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(groups, rotation=20)
+    ax.set_ylabel("speedup over ar")
+    ax.set_title(f"graft bench: speedup per category (T={temp}, best budget per method)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8, ncol=3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def format_temp(t):
+    # The same form as C++ "%g" for the temperatures people use (0, 0.7, 1).
+    return f"{float(t):g}"
+
+
+def status_text(res):
+    st = res.get("status", {})
+    return f"{st.get('prompts_done', '?')}/{st.get('prompts_total', '?')} prompts"
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    outdir = sys.argv[1]
+    res = load(outdir)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        sys.exit("plot_bench: matplotlib is missing (.venv/bin/pip install matplotlib)")
+    by_temp = res.get("summary_by_temp", {})
+    if not by_temp or not res.get("rows"):
+        sys.exit("plot_bench: no finished prompts in results.json yet")
+    written = []
+    temps = list(dict.fromkeys(format_temp(c["temperature"]) for c in res["configs"]))
+    for i, temp in enumerate(t for t in temps if t in by_temp):
+        table = by_temp[temp]
+        suffix = "" if i == 0 else f"_t{temp}"
+        for name, fn in (("pareto", plot_pareto), ("categories", plot_categories)):
+            path = os.path.join(outdir, f"{name}{suffix}.png")
+            fn(plt, res, table, temp, path)
+            written.append(path)
+    print("plots: " + ", ".join(written))
+
+
+if __name__ == "__main__":
+    main()

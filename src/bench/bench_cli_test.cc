@@ -1,0 +1,212 @@
+// `graft bench` as a user runs it (the real binary, tiny models, -t 1): the files and
+// their keys, clear file:line errors for malformed datasets, and a run interrupted with
+// SIGINT that leaves complete, parseable files for the prompts it finished.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#ifndef GRAFT_CLI
+#error "GRAFT_CLI (path of the graft binary) must be defined"
+#endif
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string ModelPath(const std::string& name) {
+  const char* d = std::getenv("GRAFT_MODEL_DIR");
+  return (d ? std::string(d) : std::string(std::getenv("HOME")) + "/.cache/graft/models") + "/" + name;
+}
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+class BenchCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("graft_bench_cli_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path Write(const std::string& name, const std::string& content) {
+    std::ofstream(dir_ / name) << content;
+    return dir_ / name;
+  }
+  std::vector<std::string> Base() const {
+    return {GRAFT_CLI, "bench", "-m", ModelPath("tiny-target.gguf"), "-md", ModelPath("tiny-draft.gguf"),
+            "-t", "1", "--no-plots"};
+  }
+  // Runs argv with stdout/stderr into files; returns the exit code (128 + signal if killed).
+  int Run(std::vector<std::string> argv) {
+    pid_t pid = Spawn(argv);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  pid_t Spawn(const std::vector<std::string>& argv) {
+    const std::string out = (dir_ / "stdout.txt").string(), err = (dir_ / "stderr.txt").string();
+    pid_t pid = fork();
+    if (pid == 0) {
+      if (!freopen(out.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr)) _exit(99);
+      std::vector<char*> args;
+      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(98);
+    }
+    return pid;
+  }
+  std::string Stderr() { return Slurp(dir_ / "stderr.txt"); }
+
+  fs::path dir_;
+};
+
+const char* kPrompts =
+    "{\"question_id\": 1, \"category\": \"chat\", \"turns\": [\"Tell me about the sea.\", \"Shorter, please.\"]}\n"
+    "{\"question_id\": 2, \"category\": \"code\", \"turns\": [\"def add(a, b):\\n    return a + b\\n\\nRename add.\"]}\n"
+    "{\"question_id\": 3, \"category\": \"code\", \"turns\": [\"Write a function that squares a number.\"]}\n";
+
+TEST_F(BenchCli, WritesFilesWithSummaryKeys) {
+  const fs::path data = Write("p.jsonl", kPrompts);
+  auto argv = Base();
+  for (const char* a : {"--methods", "tree,pld", "--budgets", "4,8", "-n", "8", "--oracle", "-o"}) argv.push_back(a);
+  argv.push_back((dir_ / "out").string());
+  argv.push_back("--dataset");
+  argv.push_back(data.string());
+  ASSERT_EQ(Run(argv), 0) << Stderr();
+  const json j = json::parse(Slurp(dir_ / "out" / "results.json"));
+  EXPECT_EQ(j["status"]["state"], "complete");
+  EXPECT_EQ(j["rows"].size(), 3u * 7);  // ar + 2 methods x 2 budgets + oracle x 2
+  for (const char* k : {"ar", "tree", "tree@4", "tree@8", "pld", "pld@8", "oracle"}) {
+    ASSERT_TRUE(j["summary"].contains(k)) << k;
+    EXPECT_TRUE(j["summary"][k].contains("speedup"));
+    EXPECT_TRUE(j["summary"][k].contains("tau"));
+    EXPECT_TRUE(j["summary"][k].contains("lossless_rate"));
+    EXPECT_TRUE(j["summary"][k]["categories"].contains("code"));
+  }
+  EXPECT_EQ(j["summary"]["ar"]["speedup"], 1.0);
+  for (const char* k : {"machine", "models", "llama_cpp", "flags", "date", "command", "dataset"}) {
+    EXPECT_TRUE(j.contains(k)) << k;
+  }
+  EXPECT_FALSE(j["machine"]["cpu"].get<std::string>().empty());
+  EXPECT_GT(j["models"]["target"]["size_bytes"].get<int64_t>(), 0);
+  EXPECT_TRUE(fs::exists(dir_ / "out" / "results.csv"));
+  EXPECT_NE(Slurp(dir_ / "out" / "results.md").find("| Method | chat | code | Overall |"), std::string::npos);
+  EXPECT_NE(Slurp(dir_ / "stdout.txt").find("| ar | 1.00x (1.00)"), std::string::npos);
+  // Not a terminal: one progress line per generation, with an ETA.
+  EXPECT_NE(Stderr().find("21/21 |"), std::string::npos) << Stderr();
+  EXPECT_NE(Stderr().find("ETA"), std::string::npos);
+}
+
+TEST_F(BenchCli, MalformedDatasetNamesFileAndLine) {
+  const fs::path bad = Write("bad.jsonl", "{\"turns\": [\"ok\"]}\n{\"turns\": [\"oops\"\n");
+  auto argv = Base();
+  argv.push_back("--dataset");
+  argv.push_back(bad.string());
+  argv.push_back("-o");
+  argv.push_back((dir_ / "out").string());
+  EXPECT_NE(Run(argv), 0);
+  EXPECT_NE(Stderr().find(bad.string() + ":2: invalid JSON"), std::string::npos) << Stderr();
+
+  const fs::path missing = Write("missing.jsonl", "{\"turns\": \"ok\"}\n{\"prompt\": \"no turns\"}\n");
+  argv[argv.size() - 3] = missing.string();
+  EXPECT_NE(Run(argv), 0);
+  EXPECT_NE(Stderr().find(missing.string() + ":2: missing field \"turns\""), std::string::npos) << Stderr();
+
+  argv.push_back("--prompt-field");
+  argv.push_back("prompt");
+  EXPECT_NE(Run(argv), 0);
+  EXPECT_NE(Stderr().find(missing.string() + ":1: missing field \"prompt\""), std::string::npos) << Stderr();
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "results.json"));  // failed before any run
+}
+
+TEST_F(BenchCli, SigintLeavesCompleteFilesForFinishedPrompts) {
+  std::string many;
+  for (int i = 0; i < 400; ++i) {
+    many += "{\"id\": " + std::to_string(i) + ", \"category\": \"c" + std::to_string(i % 3) +
+            "\", \"turns\": \"Question number " + std::to_string(i) + ": tell me a long story.\"}\n";
+  }
+  const fs::path data = Write("many.jsonl", many);
+  auto argv = Base();
+  for (const char* a : {"--methods", "tree,suffix", "--budgets", "4", "-n", "32", "-o"}) argv.push_back(a);
+  argv.push_back((dir_ / "out").string());
+  argv.push_back("--dataset");
+  argv.push_back(data.string());
+  const pid_t pid = Spawn(argv);
+  // Wait until at least two prompts are on disk, then Ctrl-C.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  int done = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    try {
+      done = json::parse(Slurp(dir_ / "out" / "results.json"))["status"]["prompts_done"];
+    } catch (...) {
+      continue;  // not written yet
+    }
+    if (done >= 2) break;
+  }
+  ASSERT_GE(done, 2) << "the run did not finish two prompts in time";
+  kill(pid, SIGINT);
+  // A wrapper (timeout, a shell) may forward the same Ctrl-C again: still one clean stop.
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 130) << Stderr();
+  EXPECT_NE(Stderr().find("interrupted"), std::string::npos);
+
+  const json j = json::parse(Slurp(dir_ / "out" / "results.json"));
+  EXPECT_EQ(j["status"]["state"], "interrupted");
+  const int finished = j["status"]["prompts_done"];
+  EXPECT_GE(finished, 2);
+  EXPECT_LT(finished, 400);
+  ASSERT_EQ(j["rows"].size(), static_cast<size_t>(finished) * 3);  // ar, tree@4, suffix@4
+  std::map<std::string, int> per_prompt;
+  for (const json& r : j["rows"]) ++per_prompt[r["prompt_id"].get<std::string>()];
+  EXPECT_EQ(per_prompt.size(), static_cast<size_t>(finished));
+  for (const auto& [id, n] : per_prompt) EXPECT_EQ(n, 3) << id;
+  EXPECT_TRUE(j["summary"].contains("tree"));
+  // CSV and Markdown describe the same rows.
+  std::ifstream csv(dir_ / "out" / "results.csv");
+  std::string line;
+  int lines = 0;
+  while (std::getline(csv, line)) ++lines;
+  EXPECT_EQ(lines, 1 + finished * 3);
+  EXPECT_NE(Slurp(dir_ / "out" / "results.md").find("status: interrupted"), std::string::npos);
+  for (const auto& e : fs::directory_iterator(dir_ / "out")) {
+    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << "leftover " << e.path();
+  }
+}
+
+TEST_F(BenchCli, QuickPresetOnSpecBench) {
+  auto argv = Base();
+  for (const char* a : {"--quick", "-n", "4", "--no-warmup", "--methods", "pld,suffix", "-o"}) argv.push_back(a);
+  argv.push_back((dir_ / "out").string());
+  const int rc = Run(argv);
+  if (rc != 0 && Stderr().find("data directory") != std::string::npos) GTEST_SKIP() << Stderr();
+  ASSERT_EQ(rc, 0) << Stderr();
+  const json j = json::parse(Slurp(dir_ / "out" / "results.json"));
+  EXPECT_EQ(j["categories"], json({"mt_bench", "translation", "summarization", "qa", "math_reasoning", "rag"}));
+  EXPECT_EQ(j["rows"].size(), 6u * 3);
+  EXPECT_EQ(j["flags"]["n_predict"], 4);  // explicit flags win over the preset
+  EXPECT_EQ(j["flags"]["budgets"], json({16}));
+  for (const json& r : j["rows"]) EXPECT_LE(r["prompt_tokens"].get<int>(), r["turns"].get<int>() == 1 ? 512 : 2000);
+}
+
+}  // namespace

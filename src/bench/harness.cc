@@ -1,0 +1,367 @@
+#include "bench/harness.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+
+#include "graft/error.h"
+
+namespace graft::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kWarmupPrompt = "Write one sentence about the sea.";
+constexpr int32_t kWarmupTokens = 8;
+constexpr int32_t kTurnSlack = 32;  // template tokens per extra turn, reserved in n_ctx
+
+bool Greedy(float temperature) { return temperature <= 0.0f; }
+
+void Accumulate(GenerationStats* a, const GenerationStats& b) {
+  a->n_prompt += b.n_prompt;
+  a->n_generated += b.n_generated;
+  a->n_passes += b.n_passes;
+  a->n_draft_passes += b.n_draft_passes;
+  a->nodes_verified += b.nodes_verified;
+  a->n_drafted += b.n_drafted;
+  a->n_grafted += b.n_grafted;
+  a->n_accepted += b.n_accepted;
+  for (int s = 0; s < kNumSources; ++s) {
+    a->per_source[s].proposed += b.per_source[s].proposed;
+    a->per_source[s].accepted += b.per_source[s].accepted;
+  }
+  a->t_prefill_ms += b.t_prefill_ms;
+  a->t_draft_ms += b.t_draft_ms;
+  a->t_retrieve_ms += b.t_retrieve_ms;
+  a->t_graft_ms += b.t_graft_ms;
+  a->t_verify_ms += b.t_verify_ms;
+  a->t_commit_ms += b.t_commit_ms;
+  a->t_decode_ms += b.t_decode_ms;
+  a->stop_reason = b.stop_reason;
+}
+
+std::vector<Token> Concat(const std::vector<std::vector<Token>>& parts) {
+  std::vector<Token> out;
+  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+}  // namespace
+
+std::string BenchConfig::Name() const {
+  if (method == Method::kAr) return "ar";
+  return MethodName(method) + "@" + std::to_string(budget);
+}
+
+// A prompt ready to run: its first turn encoded (and cut to the cap when needed).
+struct PreparedPrompt {
+  const BenchPrompt* prompt;
+  int32_t index;
+  std::string first_turn;  // text of turn 1 after truncation
+  bool truncated = false;
+  int32_t first_tokens = 0;
+};
+
+struct Harness::Impl {
+  const Model& target;
+  const Model* draft;
+  const HarnessOptions& o;
+  int32_t n_ctx = 0;
+  int32_t max_budget = 1;
+
+  // Prompt tokens of a conversation (user turns and assistant answers alternate).
+  std::vector<Token> Encode(const std::vector<ChatMessage>& msgs) const {
+    if (o.raw) {
+      std::string text;
+      for (const auto& m : msgs) {
+        if (m.role == "system") continue;
+        if (!text.empty()) text += "\n\n";
+        text += m.content;
+      }
+      return target.Tokenize(text, /*add_special=*/true, /*parse_special=*/false);
+    }
+    return target.Tokenize(target.ApplyChatTemplate(msgs, /*add_assistant=*/true), true, true);
+  }
+
+  std::vector<ChatMessage> FirstTurn(const std::string& text) const {
+    std::vector<ChatMessage> m;
+    if (!o.system.empty()) m.push_back({"system", o.system});
+    m.push_back({"user", text});
+    return m;
+  }
+
+  // Cuts the middle of `text` until the encoded first turn has at most `cap` tokens.
+  std::string Truncate(const std::string& text, int32_t cap, int32_t* n_tokens) const {
+    const std::vector<Token> content = target.Tokenize(text, false, false);
+    int32_t total = static_cast<int32_t>(Encode(FirstTurn(text)).size());
+    int32_t keep = static_cast<int32_t>(content.size()) - (total - cap) - 8;
+    std::string out = text;
+    for (int attempt = 0; attempt < 8 && total > cap; ++attempt) {
+      keep = std::max<int32_t>(keep, 2);
+      const int32_t head = keep / 2, tail = keep - head;
+      const TokenSpan all(content);
+      out = target.Detokenize(all.first(head)) + "\n[...]\n" + target.Detokenize(all.last(tail));
+      total = static_cast<int32_t>(Encode(FirstTurn(out)).size());
+      keep -= std::max<int32_t>(total - cap, 0) + 4;
+      if (keep <= 2 && total > cap) break;
+    }
+    if (total > cap) {
+      throw Error("cannot fit a prompt into " + std::to_string(cap) +
+                  " tokens (the chat template alone is too long); raise -c or --max-prompt-tokens");
+    }
+    *n_tokens = total;
+    return out;
+  }
+
+  // The cap for a prompt's first turn: --max-prompt-tokens, and what leaves room in
+  // the context for the answers of every turn and one tree.
+  int32_t Cap(const BenchPrompt& p) const {
+    const int32_t turns = static_cast<int32_t>(p.turns.size());
+    int32_t fit = o.n_ctx - o.n_predict * turns - max_budget - kTurnSlack * turns;
+    fit = std::max(fit, 16);
+    return o.max_prompt_tokens > 0 ? std::min(o.max_prompt_tokens, fit) : fit;
+  }
+
+  std::unique_ptr<Engine> MakeEngine(const BenchConfig& c) const {
+    EngineConfig ec;
+    ec.n_ctx = n_ctx;
+    ec.n_threads = o.n_threads;
+    ec.max_tree = std::max(c.budget, 1);
+    if (c.method == Method::kRest || c.method == Method::kGraft) ec.index_path = o.index_path;
+    return std::make_unique<Engine>(target, MethodNeedsDraft(c.method) ? draft : nullptr, ec);
+  }
+
+  DecodeOptions Options(const BenchConfig& c) const {
+    DecodeOptions d = o.decode;
+    d.method = c.method;
+    d.tree_budget = std::max(c.budget, 1);
+    return d;
+  }
+
+  SamplingParams Sampling(const BenchConfig& c, int32_t prompt_index, int32_t rep) const {
+    SamplingParams s = o.sampling;
+    s.temperature = c.temperature;
+    s.seed = o.sampling.seed + 7919ull * static_cast<uint64_t>(prompt_index) + 104729ull * static_cast<uint64_t>(rep);
+    return s;
+  }
+
+  // Runs one configuration over a prompt's turns. Returns false when cancelled.
+  bool RunOne(Engine& engine, const BenchConfig& c, const PreparedPrompt& pp, int32_t rep, const BenchRow* ar,
+              const std::atomic<bool>* stop, BenchRow* row) const {
+    row->prompt_index = pp.index;
+    row->prompt_id = pp.prompt->id;
+    row->category = pp.prompt->category;
+    row->config = c;
+    row->rep = rep;
+    row->truncated = pp.truncated;
+    row->turns = 0;
+    const DecodeOptions opts = Options(c);
+    std::vector<ChatMessage> msgs;
+    if (!o.system.empty()) msgs.push_back({"system", o.system});
+    for (size_t k = 0; k < pp.prompt->turns.size(); ++k) {
+      msgs.push_back({"user", k == 0 ? pp.first_turn : pp.prompt->turns[k]});
+      GenerateRequest req;
+      req.prompt = Encode(msgs);
+      if (static_cast<int32_t>(req.prompt.size()) + c.budget + 2 > n_ctx) {
+        row->stats.stop_reason = "context";
+        break;  // a later turn that no longer fits (rare: long multi-turn prompts)
+      }
+      req.n_predict = o.n_predict;
+      req.sampling = Sampling(c, pp.index, rep);
+      if (c.method == Method::kOracle && ar != nullptr && k < ar->outputs.size()) req.oracle = ar->outputs[k];
+      if (stop != nullptr) req.on_tokens = [stop](const std::vector<Token>&) { return !stop->load(); };
+      const auto t0 = Clock::now();
+      GenerateResult res = engine.Generate(req, opts);
+      row->wall_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      if (res.stats.stop_reason == "cancelled" || (stop != nullptr && stop->load())) return false;
+      Accumulate(&row->stats, res.stats);
+      ++row->turns;
+      const std::string answer = target.Detokenize(res.tokens);
+      if (o.keep_outputs) row->text += (k ? "\n\n" : "") + answer;
+      row->outputs.push_back(std::move(res.tokens));
+      msgs.push_back({"assistant", answer});
+    }
+    return true;
+  }
+
+  // Fills speedup, losslessness and the oracle fraction of one prompt's rows.
+  static void Compare(std::vector<BenchRow>* rows) {
+    auto find = [&](Method m, int32_t budget, float temp) -> const BenchRow* {
+      for (const BenchRow& r : *rows) {
+        if (r.config.method == m && r.config.temperature == temp && (m == Method::kAr || r.config.budget == budget)) {
+          return &r;
+        }
+      }
+      return nullptr;
+    };
+    for (BenchRow& r : *rows) {
+      const BenchRow* ar = find(Method::kAr, 0, r.config.temperature);
+      if (ar == nullptr) continue;
+      if (&r == ar) {
+        r.speedup = r.decode_tps() > 0 ? std::optional<double>(1.0) : std::nullopt;
+        r.e2e_speedup = r.wall_tps() > 0 ? std::optional<double>(1.0) : std::nullopt;
+      } else {
+        if (r.decode_tps() > 0 && ar->decode_tps() > 0) r.speedup = r.decode_tps() / ar->decode_tps();
+        if (r.wall_tps() > 0 && ar->wall_tps() > 0) r.e2e_speedup = r.wall_tps() / ar->wall_tps();
+      }
+      const std::vector<Token> mine = Concat(r.outputs), base = Concat(ar->outputs);
+      size_t i = 0;
+      while (i < mine.size() && i < base.size() && mine[i] == base[i]) ++i;
+      r.first_divergence = (mine == base) ? -1 : static_cast<int32_t>(i);
+      if (Greedy(r.config.temperature)) r.lossless = (mine == base);
+    }
+    for (BenchRow& r : *rows) {
+      if (r.config.method == Method::kAr) continue;
+      const BenchRow* orc = find(Method::kOracle, r.config.budget, r.config.temperature);
+      if (orc != nullptr && r.speedup && orc->speedup && *orc->speedup > 0) {
+        r.oracle_fraction = *r.speedup / *orc->speedup;
+      }
+    }
+  }
+};
+
+Harness::Harness(const Model& target, const Model* draft, HarnessOptions options)
+    : target_(target), draft_(draft), options_(std::move(options)) {
+  HarnessOptions& o = options_;
+  if (o.n_predict < 1) throw Error("-n must be at least 1 (got " + std::to_string(o.n_predict) + ")");
+  if (o.reps < 1) throw Error("--reps must be at least 1");
+  if (o.budgets.empty()) throw Error("--budgets needs at least one budget");
+  if (o.temperatures.empty()) throw Error("--temps needs at least one temperature");
+  for (int32_t b : o.budgets) {
+    if (b < 1 || b > 256) throw Error("tree budget " + std::to_string(b) + " is out of range [1, 256]");
+  }
+  for (float t : o.temperatures) {
+    if (!(t >= 0.0f)) throw Error("temperatures must be >= 0");
+  }
+  std::vector<Method> methods = {Method::kAr};
+  for (Method m : o.methods) {
+    if (m == Method::kOracle) throw Error("oracle is not a method to list; use --oracle");
+    if (std::find(methods.begin(), methods.end(), m) == methods.end()) methods.push_back(m);
+  }
+  o.methods = methods;
+  for (Method m : methods) {
+    if (MethodNeedsDraft(m) && draft == nullptr) {
+      throw Error("method " + MethodName(m) + " needs a draft model (-md); drop it from --methods");
+    }
+    if (m == Method::kRest && o.index_path.empty()) {
+      throw Error("method rest needs a corpus datastore (--index PATH); drop it from --methods");
+    }
+  }
+  for (float t : o.temperatures) {
+    configs_.push_back({Method::kAr, 0, t});
+    for (Method m : methods) {
+      if (m == Method::kAr) continue;
+      for (int32_t b : o.budgets) configs_.push_back({m, b, t});
+    }
+    if (o.oracle) {
+      for (int32_t b : o.budgets) configs_.push_back({Method::kOracle, b, t});
+    }
+  }
+}
+
+Harness::~Harness() = default;
+
+RunStatus Harness::Run(const std::vector<BenchPrompt>& prompts, const HarnessCallbacks& cb,
+                       const std::atomic<bool>* stop) {
+  const HarnessOptions& o = options_;
+  Impl impl{target_, draft_, o};
+  impl.max_budget = *std::max_element(o.budgets.begin(), o.budgets.end());
+  RunStatus status;
+  rows_.clear();
+
+  // Encode (and cut or skip) every first turn; size the contexts to the longest need.
+  std::vector<PreparedPrompt> prepared;
+  int64_t need = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const BenchPrompt& p = prompts[i];
+    PreparedPrompt pp{&p, static_cast<int32_t>(i), p.turns.at(0)};
+    pp.first_tokens = static_cast<int32_t>(impl.Encode(impl.FirstTurn(pp.first_turn)).size());
+    const int32_t cap = impl.Cap(p);
+    if (pp.first_tokens > cap) {
+      if (o.long_prompts == LongPromptPolicy::kSkip) {
+        status.skipped.push_back({p.id, p.category, pp.first_tokens, cap});
+        continue;
+      }
+      pp.first_turn = impl.Truncate(pp.first_turn, cap, &pp.first_tokens);
+      pp.truncated = true;
+    }
+    int64_t n = pp.first_tokens + static_cast<int64_t>(o.n_predict) * p.turns.size();
+    for (size_t k = 1; k < p.turns.size(); ++k) {
+      n += static_cast<int64_t>(target_.Tokenize(p.turns[k], false, false).size()) + kTurnSlack;
+    }
+    need = std::max(need, n);
+    prepared.push_back(pp);
+  }
+  if (prepared.empty() && !prompts.empty()) {
+    throw Error("all " + std::to_string(prompts.size()) + " prompts are longer than the prompt cap of " +
+                std::to_string(status.skipped.front().cap) +
+                " tokens; raise --max-prompt-tokens or -c, or use --long-prompts truncate");
+  }
+  need += impl.max_budget + 16;
+  impl.n_ctx = static_cast<int32_t>(std::min<int64_t>(o.n_ctx, (need + 255) / 256 * 256));
+  status.prompts_total = static_cast<int32_t>(prepared.size()) * o.reps;
+
+  ProgressEvent ev;
+  ev.total = static_cast<int64_t>(prepared.size()) * o.reps * configs_.size();
+  ev.n_prompts = static_cast<int32_t>(prepared.size());
+  auto stopped = [&] { return stop != nullptr && stop->load(); };
+
+  for (int32_t rep = 0; rep < o.reps && !stopped(); ++rep) {
+    ev.rep = rep;
+    std::vector<std::unique_ptr<Engine>> engines;
+    for (const BenchConfig& c : configs_) {
+      engines.push_back(impl.MakeEngine(c));
+      engines.back()->Validate(impl.Options(c));
+    }
+    if (o.warmup) {
+      GenerateRequest req;
+      req.prompt = impl.Encode(impl.FirstTurn(kWarmupPrompt));
+      req.n_predict = std::min(o.n_predict, kWarmupTokens);
+      for (size_t ci = 0; ci < configs_.size() && !stopped(); ++ci) {
+        DecodeOptions d = impl.Options(configs_[ci]);
+        d.learn = false;
+        d.use_history = false;
+        req.sampling = impl.Sampling(configs_[ci], -1, rep);
+        engines[ci]->Generate(req, d);
+        ev.warmup = true;
+        ev.config = configs_[ci].Name();
+        if (cb.on_progress) cb.on_progress(ev);
+      }
+      ev.warmup = false;
+    }
+    for (const PreparedPrompt& pp : prepared) {
+      if (stopped()) break;
+      ev.prompt = pp.index;
+      ev.category = pp.prompt->category;
+      std::vector<BenchRow> rows;
+      rows.reserve(configs_.size());
+      bool cancelled = false;
+      for (size_t ci = 0; ci < configs_.size(); ++ci) {
+        const BenchConfig& c = configs_[ci];
+        const BenchRow* ar = nullptr;
+        for (const BenchRow& r : rows) {
+          if (r.config.method == Method::kAr && r.config.temperature == c.temperature) ar = &r;
+        }
+        BenchRow row;
+        if (!impl.RunOne(*engines[ci], c, pp, rep, ar, stop, &row)) {
+          cancelled = true;
+          break;
+        }
+        rows.push_back(std::move(row));
+        ++ev.done;
+        ev.config = c.Name();
+        if (cb.on_progress) cb.on_progress(ev);
+      }
+      if (cancelled) break;
+      Impl::Compare(&rows);
+      for (BenchRow& r : rows) rows_.push_back(std::move(r));
+      ++status.prompts_done;
+      if (cb.on_prompt) cb.on_prompt(rows_, status);
+    }
+  }
+  status.interrupted = status.prompts_done < status.prompts_total;
+  return status;
+}
+
+}  // namespace graft::bench

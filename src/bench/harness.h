@@ -1,0 +1,147 @@
+// The benchmark harness: every prompt through every configuration (method x budget x
+// temperature), interleaved per prompt so that machine drift hits all alike.
+//
+//   Harness h(target, draft, {.methods = {Method::kAr, Method::kTree}, .budgets = {16}});
+//   RunStatus s = h.Run(prompts, {.on_prompt = write_files}, &stop_flag);
+//
+// Fairness rules (see also results.md's header):
+// - Each configuration runs on its own Engine (own KV cache, history index, next-token
+//   table and calibration), created fresh for every repetition. Nothing one method
+//   generated can leak into another's retrieval, and a repetition never sees the
+//   outputs of an earlier one. The Models are shared (loaded once).
+// - Per prompt the order is: ar, then each method x budget, then oracle x budget, for
+//   each temperature. ar always runs (the baseline of speedup and losslessness).
+// - The warm-up runs one short generation on each engine with learning off (no history,
+//   calibration or table updates) before the first timed prompt.
+// - mt_bench-style prompts with several turns run as a conversation: turn k+1 is
+//   appended to the configuration's own answers through the chat template. A row sums
+//   the turns (tokens, passes, times), as Spec-Bench does.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/dataset.h"
+#include "graft/engine.h"
+
+namespace graft::bench {
+
+struct BenchConfig {
+  Method method = Method::kAr;
+  int32_t budget = 0;  // tree budget N (nodes per target pass); 0 for ar
+  float temperature = 0.0f;
+  // "ar" or "<method>@<budget>" (the temperature is not part of the name).
+  std::string Name() const;
+};
+
+enum class LongPromptPolicy {
+  kTruncate,  // cut the middle of the first user turn: its start and its end (the
+              // instruction, for long and code_edit prompts) survive
+  kSkip,      // leave the prompt out (listed in RunStatus::skipped)
+};
+
+struct HarnessOptions {
+  std::vector<Method> methods;            // ar is added (first) when absent; no kOracle here
+  std::vector<int32_t> budgets = {16};    // every non-ar method runs once per budget
+  std::vector<float> temperatures = {0};  // every configuration runs once per temperature
+  bool oracle = false;      // also run Method::kOracle fed with ar's output, per budget
+  int32_t n_predict = 128;  // new tokens per turn, at most
+  int32_t reps = 1;         // repetitions of the whole run (fresh engines each time)
+  bool warmup = true;
+  DecodeOptions decode;     // draft/prune knobs; method and tree_budget set per configuration
+  SamplingParams sampling;  // temperature set per configuration; the seed is varied per
+                            // prompt and repetition, equal across configurations
+  int32_t n_ctx = 4096;     // upper bound; engines get the smallest multiple of 256 that fits
+  int32_t n_threads = 2;
+  std::string index_path;   // corpus datastore for rest / graft ("" = none)
+  std::string system;       // system message ("" = none)
+  bool raw = false;         // no chat template: BOS + text (turns joined by blank lines)
+  int32_t max_prompt_tokens = 0;  // cap on the first turn's prompt (0 = what fits n_ctx)
+  LongPromptPolicy long_prompts = LongPromptPolicy::kTruncate;
+  bool keep_outputs = false;      // rows carry the detokenized output text
+};
+
+// One prompt x configuration x repetition (turns summed).
+struct BenchRow {
+  int32_t prompt_index = 0;  // position in the prompt list given to Run
+  std::string prompt_id;
+  std::string category;
+  int32_t turns = 1;         // turns run (a conversation stops early only at the context end)
+  BenchConfig config;
+  int32_t rep = 0;
+  bool truncated = false;    // the first turn was cut to fit max_prompt_tokens
+  GenerationStats stats;     // summed over turns; stop_reason of the last turn
+  double wall_ms = 0;        // Generate calls, prefill included
+  std::vector<std::vector<Token>> outputs;  // [turns] generated tokens
+  std::string text;          // outputs joined by "\n\n" (keep_outputs only)
+
+  // Filled once the prompt's baseline rows exist:
+  std::optional<bool> lossless;        // temperature 0: outputs == ar's; else unset
+  int32_t first_divergence = -1;       // first token index differing from ar's (-1 = none)
+  std::optional<double> speedup;       // decode tokens/s over ar's (prefill excluded)
+  std::optional<double> e2e_speedup;   // wall tokens/s over ar's (prefill included)
+  std::optional<double> oracle_fraction;  // speedup / the oracle's speedup at this budget
+
+  int32_t new_tokens() const { return stats.n_generated; }
+  double decode_tps() const { return stats.t_decode_ms > 0 ? stats.n_generated * 1000.0 / stats.t_decode_ms : 0; }
+  double wall_tps() const { return wall_ms > 0 ? stats.n_generated * 1000.0 / wall_ms : 0; }
+};
+
+struct SkippedPrompt {
+  std::string prompt_id, category;
+  int32_t tokens;  // prompt tokens
+  int32_t cap;     // the cap they exceed
+};
+
+struct RunStatus {
+  int32_t prompts_total = 0;  // prompts x reps that would run (skipped ones excluded)
+  int32_t prompts_done = 0;   // finished: all their configurations have rows
+  bool interrupted = false;   // the stop flag ended the run early
+  std::vector<SkippedPrompt> skipped;
+};
+
+struct ProgressEvent {
+  int64_t done = 0, total = 0;  // generations (prompt x configuration x rep) finished / planned
+  int32_t prompt = 0, n_prompts = 0, rep = 0;
+  std::string category, config;
+  bool warmup = false;          // the warm-up phase (done/total not advancing)
+};
+
+struct HarnessCallbacks {
+  // After each finished prompt: every row so far (complete prompts only).
+  std::function<void(const std::vector<BenchRow>& rows, const RunStatus& status)> on_prompt;
+  std::function<void(const ProgressEvent&)> on_progress;  // after each generation
+};
+
+class Harness {
+ public:
+  // Checks every configuration against the models (draft / index present, budgets in
+  // range) and throws graft::Error with the flag that fixes it.
+  Harness(const Model& target, const Model* draft, HarnessOptions options);
+  ~Harness();
+
+  const std::vector<BenchConfig>& configs() const { return configs_; }  // run order
+  const HarnessOptions& options() const { return options_; }
+
+  // Runs everything. `stop` (may be null) is polled between generations and while
+  // tokens stream: a set flag cancels the current generation, drops that prompt's rows
+  // and returns with status.interrupted. Rows of finished prompts stay in rows().
+  RunStatus Run(const std::vector<BenchPrompt>& prompts, const HarnessCallbacks& callbacks,
+                const std::atomic<bool>* stop);
+  const std::vector<BenchRow>& rows() const { return rows_; }
+
+ private:
+  struct Impl;
+  const Model& target_;
+  const Model* draft_;
+  HarnessOptions options_;
+  std::vector<BenchConfig> configs_;
+  std::vector<BenchRow> rows_;
+};
+
+}  // namespace graft::bench

@@ -1,0 +1,337 @@
+// The harness end to end on the tiny random-weight pair: every configuration runs,
+// files are written, summary keys exist, and the numbers hold their identities per row
+// (tau, node counts, per-source sums, ar's speedup 1, lossless flags = output equality).
+// Also: an interrupted run (stop flag, between prompts and mid-generation) keeps exactly
+// the finished prompts; long prompts are cut or skipped.
+// Threads = 1: on a shared 2-core machine a 2-thread decode can stall behind other jobs.
+#include "bench/harness.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "bench/report.h"
+#include "graft/error.h"
+
+namespace graft::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string ModelPath(const std::string& name) {
+  const char* d = std::getenv("GRAFT_MODEL_DIR");
+  return (d ? std::string(d) : std::string(std::getenv("HOME")) + "/.cache/graft/models") + "/" + name;
+}
+
+std::vector<BenchPrompt> Prompts() {
+  return {
+      {"1", "chat", {"Tell me about the ocean and its many wonders.", "Now say that again, shorter."}},
+      {"2", "code", {"def add(a, b):\n    return a + b\n\nRename the function add to plus."}},
+      {"3", "code", {"Write a function that returns the square of a number."}},
+      {"4", "chat", {"What is the capital of France?"}},
+  };
+}
+
+class HarnessTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    target_ = Model::Load(ModelPath("tiny-target.gguf")).release();
+    draft_ = Model::Load(ModelPath("tiny-draft.gguf")).release();
+  }
+  static void TearDownTestSuite() {
+    delete draft_;
+    delete target_;
+  }
+  void SetUp() override {
+    out_ = fs::temp_directory_path() / ("graft_harness_test_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(out_);
+  }
+  void TearDown() override { fs::remove_all(out_); }
+
+  static HarnessOptions Options() {
+    HarnessOptions o;
+    o.methods = {Method::kChain, Method::kTree, Method::kPruned, Method::kPld,
+                 Method::kSuffix, Method::kRecycle, Method::kGraft};
+    o.budgets = {4, 8};
+    o.n_predict = 12;
+    o.n_threads = 1;
+    o.n_ctx = 1024;
+    o.oracle = true;
+    return o;
+  }
+
+  static json ReadJson(const fs::path& p) {
+    std::ifstream in(p);
+    EXPECT_TRUE(in.good()) << p;
+    return json::parse(in);  // throws on a partial file
+  }
+
+  static Model* target_;
+  static Model* draft_;
+  fs::path out_;
+};
+Model* HarnessTest::target_ = nullptr;
+Model* HarnessTest::draft_ = nullptr;
+
+TEST_F(HarnessTest, EndToEndFilesSummaryAndIdentities) {
+  Harness h(*target_, draft_, Options());
+  ASSERT_EQ(h.configs().size(), 1u + 7 * 2 + 2);  // ar, 7 methods x 2 budgets, oracle x 2
+  EXPECT_EQ(h.configs()[0].Name(), "ar");
+  const auto prompts = Prompts();
+  const std::vector<std::string> cats = CategoryOrder(prompts);
+  int callbacks = 0;
+  int64_t progress_done = 0;
+  HarnessCallbacks cb;
+  cb.on_prompt = [&](const std::vector<BenchRow>& rows, const RunStatus& st) {
+    ++callbacks;
+    EXPECT_EQ(rows.size(), static_cast<size_t>(st.prompts_done) * h.configs().size());
+    WriteResults(out_.string(), {json{{"date", "test"}}, &h.configs(), &cats, &rows, &st});
+  };
+  cb.on_progress = [&](const ProgressEvent& e) {
+    if (!e.warmup) progress_done = e.done;
+  };
+  const RunStatus st = h.Run(prompts, cb, nullptr);
+  EXPECT_FALSE(st.interrupted);
+  EXPECT_EQ(st.prompts_done, 4);
+  EXPECT_EQ(callbacks, 4);
+  EXPECT_EQ(progress_done, static_cast<int64_t>(4 * h.configs().size()));
+  ASSERT_EQ(h.rows().size(), 4 * h.configs().size());
+
+  for (const BenchRow& r : h.rows()) {
+    SCOPED_TRACE(r.prompt_id + " " + r.config.Name());
+    const GenerationStats& s = r.stats;
+    EXPECT_EQ(r.turns, r.prompt_id == "1" ? 2 : 1);
+    ASSERT_GT(s.n_passes, 0);
+    EXPECT_DOUBLE_EQ(s.tau(), static_cast<double>(s.n_generated) / s.n_passes);
+    // Each pass emits its accepted proposals plus one target token; the last pass of a
+    // turn may be cut by -n or end at end-of-generation.
+    EXPECT_LE(s.n_generated, s.n_accepted + s.n_passes);
+    EXPECT_GE(s.n_generated + r.turns, s.n_passes);  // every pass but a turn's last emits >= 1 token
+    EXPECT_EQ(s.nodes_verified, s.n_passes + s.n_drafted + s.n_grafted);
+    int64_t proposed = 0, accepted = 0;
+    for (int i = 1; i < kNumSources; ++i) {
+      proposed += s.per_source[i].proposed;
+      accepted += s.per_source[i].accepted;
+      EXPECT_LE(s.per_source[i].accepted, s.per_source[i].proposed);
+    }
+    EXPECT_EQ(proposed, s.n_drafted + s.n_grafted);
+    EXPECT_EQ(accepted, s.n_accepted);
+    EXPECT_LE(s.nodes_verified, static_cast<int64_t>(s.n_passes) * std::max(r.config.budget, 1));
+    EXPECT_EQ(s.n_generated, static_cast<int32_t>(r.outputs[0].size() + (r.turns > 1 ? r.outputs[1].size() : 0)));
+    EXPECT_LE(s.n_generated, 12 * r.turns);
+    EXPECT_GT(r.wall_ms, 0);
+    ASSERT_TRUE(r.lossless.has_value());  // temperature 0
+    if (r.config.method == Method::kAr) {
+      EXPECT_EQ(s.n_drafted + s.n_grafted + s.n_accepted, 0);
+      EXPECT_EQ(*r.speedup, 1.0);
+      EXPECT_TRUE(*r.lossless);
+      EXPECT_EQ(r.first_divergence, -1);
+    } else {
+      ASSERT_TRUE(r.speedup.has_value());
+      EXPECT_GT(*r.speedup, 0);
+      EXPECT_TRUE(r.oracle_fraction.has_value());
+    }
+    if (r.config.method == Method::kOracle) {
+      // Fed ar's own output: every proposal is accepted (up to the budget per pass).
+      EXPECT_EQ(s.n_accepted, s.n_grafted);
+      EXPECT_EQ(s.per_source[static_cast<int>(Source::kOracle)].proposed, s.n_grafted);
+      EXPECT_GT(s.tau(), 1.5);
+      EXPECT_DOUBLE_EQ(*r.oracle_fraction, 1.0);
+    }
+    if (!MethodNeedsDraft(r.config.method)) {
+      EXPECT_EQ(s.n_drafted, 0);
+    }
+  }
+  // lossless == output equality with the same prompt's ar row.
+  for (const BenchRow& r : h.rows()) {
+    const BenchRow* ar = nullptr;
+    for (const BenchRow& a : h.rows()) {
+      if (a.prompt_index == r.prompt_index && a.config.method == Method::kAr) ar = &a;
+    }
+    ASSERT_NE(ar, nullptr);
+    EXPECT_EQ(*r.lossless, r.outputs == ar->outputs) << r.config.Name();
+  }
+
+  // Files: complete, parseable, with the documented keys.
+  const json j = ReadJson(out_ / "results.json");
+  EXPECT_EQ(j["schema"], "graft-bench/1");
+  EXPECT_EQ(j["status"]["state"], "complete");
+  EXPECT_EQ(j["rows"].size(), h.rows().size());
+  const json& sum = j["summary"];
+  for (const char* k : {"ar", "chain", "chain@4", "chain@8", "tree", "tree@8", "pruned", "pld", "suffix", "recycle",
+                        "graft", "graft@4", "oracle", "oracle@8"}) {
+    ASSERT_TRUE(sum.contains(k)) << k;
+    for (const char* f : {"speedup", "tau", "lossless_rate", "acceptance", "nodes_per_pass", "ms_per_pass",
+                          "categories", "oracle_fraction", "per_source", "e2e_speedup", "tokens_per_s"}) {
+      EXPECT_TRUE(sum[k].contains(f)) << k << "." << f;
+    }
+    EXPECT_TRUE(sum[k]["categories"].contains("chat")) << k;
+    EXPECT_TRUE(sum[k]["categories"].contains("code")) << k;
+    EXPECT_EQ(sum[k]["n"], 4) << k;
+  }
+  EXPECT_DOUBLE_EQ(sum["ar"]["speedup"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(sum["ar"]["tau"].get<double>(), 1.0 * sum["ar"]["new_tokens"].get<double>() * 4 /
+                                                       sum["ar"]["passes"].get<double>());
+  EXPECT_DOUBLE_EQ(sum["ar"]["lossless_rate"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(sum["ar"]["categories"]["chat"]["speedup"].get<double>(), 1.0);
+  // "<method>" is its best budget.
+  for (const char* m : {"chain", "tree", "graft", "oracle"}) {
+    const int b = sum[m]["budget"];
+    EXPECT_EQ(sum[m]["config"], std::string(m) + "@" + std::to_string(b));
+    EXPECT_EQ(sum[m]["speedup"], sum[std::string(m) + "@" + std::to_string(b)]["speedup"]);
+    for (int other : {4, 8}) {
+      EXPECT_GE(sum[m]["speedup"].get<double>(), sum[std::string(m) + "@" + std::to_string(other)]["speedup"].get<double>());
+    }
+  }
+  // Summary tau = sum of new tokens / sum of passes over rows.
+  int64_t gen = 0, passes = 0;
+  for (const json& r : j["rows"]) {
+    if (r["config"] == "tree@8") {
+      gen += r["new_tokens"].get<int64_t>();
+      passes += r["target_passes"].get<int64_t>();
+    }
+  }
+  EXPECT_DOUBLE_EQ(sum["tree@8"]["tau"].get<double>(), static_cast<double>(gen) / passes);
+  EXPECT_TRUE(j["summary_by_temp"].contains("0"));
+
+  std::ifstream csv(out_ / "results.csv");
+  std::string line;
+  int lines = 0;
+  while (std::getline(csv, line)) ++lines;
+  EXPECT_EQ(lines, 1 + static_cast<int>(h.rows().size()));
+  std::ifstream md(out_ / "results.md");
+  std::string md_text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+  EXPECT_NE(md_text.find("| Method | chat | code | Overall |"), std::string::npos);
+  EXPECT_NE(md_text.find("| ar | 1.00x (1.00) | 1.00x (1.00) | 1.00x (1.00) |"), std::string::npos) << md_text;
+}
+
+TEST_F(HarnessTest, StopBetweenPromptsKeepsFinishedOnes) {
+  HarnessOptions o = Options();
+  o.methods = {Method::kTree, Method::kSuffix};
+  o.budgets = {4};
+  o.oracle = false;
+  Harness h(*target_, draft_, o);
+  const auto prompts = Prompts();
+  const std::vector<std::string> cats = CategoryOrder(prompts);
+  std::atomic<bool> stop{false};
+  HarnessCallbacks cb;
+  cb.on_prompt = [&](const std::vector<BenchRow>& rows, const RunStatus& st) {
+    WriteResults(out_.string(), {json::object(), &h.configs(), &cats, &rows, &st});
+    if (st.prompts_done == 2) stop = true;
+  };
+  const RunStatus st = h.Run(prompts, cb, &stop);
+  EXPECT_TRUE(st.interrupted);
+  EXPECT_EQ(st.prompts_done, 2);
+  EXPECT_EQ(h.rows().size(), 2 * h.configs().size());
+  const json j = ReadJson(out_ / "results.json");
+  EXPECT_EQ(j["rows"].size(), 2 * h.configs().size());
+  EXPECT_EQ(j["status"]["prompts_done"], 2);
+  std::set<std::string> ids;
+  for (const json& r : j["rows"]) ids.insert(r["prompt_id"].get<std::string>());
+  EXPECT_EQ(ids, (std::set<std::string>{"1", "2"}));
+  // The caller's final write marks the run interrupted.
+  WriteResults(out_.string(), {json::object(), &h.configs(), &cats, &h.rows(), &st});
+  EXPECT_EQ(ReadJson(out_ / "results.json")["status"]["state"], "interrupted");
+}
+
+TEST_F(HarnessTest, StopMidGenerationDropsThePartialPrompt) {
+  HarnessOptions o = Options();
+  o.methods = {Method::kTree, Method::kPld};
+  o.budgets = {4};
+  o.oracle = false;
+  o.warmup = false;
+  Harness h(*target_, draft_, o);
+  std::atomic<bool> stop{false};
+  HarnessCallbacks cb;
+  // Prompt 2's second configuration (tree@4) is cancelled from inside its token stream.
+  cb.on_progress = [&](const ProgressEvent& e) {
+    if (e.prompt == 1 && e.config == "ar") stop = true;
+  };
+  const RunStatus st = h.Run(Prompts(), cb, &stop);
+  EXPECT_TRUE(st.interrupted);
+  EXPECT_EQ(st.prompts_done, 1);
+  ASSERT_EQ(h.rows().size(), h.configs().size());
+  for (const BenchRow& r : h.rows()) EXPECT_EQ(r.prompt_id, "1");
+}
+
+TEST_F(HarnessTest, LongPromptsAreCutOrSkipped) {
+  std::string body;
+  for (int i = 0; i < 200; ++i) body += "word" + std::to_string(i) + " ";
+  std::vector<BenchPrompt> prompts = {{"long", "x", {body + "\nSummarize the list above."}},
+                                      {"short", "x", {"Hello there."}}};
+  HarnessOptions o = Options();
+  o.methods = {Method::kSuffix};
+  o.budgets = {4};
+  o.oracle = false;
+  o.warmup = false;
+  o.max_prompt_tokens = 64;
+  {
+    Harness h(*target_, draft_, o);
+    const RunStatus st = h.Run(prompts, {}, nullptr);
+    EXPECT_TRUE(st.skipped.empty());
+    ASSERT_EQ(h.rows().size(), 4u);
+    for (const BenchRow& r : h.rows()) {
+      EXPECT_LE(r.stats.n_prompt, 64);
+      EXPECT_EQ(r.truncated, r.prompt_id == "long");
+    }
+  }
+  o.long_prompts = LongPromptPolicy::kSkip;
+  Harness h(*target_, draft_, o);
+  const RunStatus st = h.Run(prompts, {}, nullptr);
+  ASSERT_EQ(st.skipped.size(), 1u);
+  EXPECT_EQ(st.skipped[0].prompt_id, "long");
+  EXPECT_GT(st.skipped[0].tokens, 64);
+  EXPECT_EQ(st.prompts_total, 1);
+  EXPECT_FALSE(st.interrupted);
+  ASSERT_EQ(h.rows().size(), 2u);
+  EXPECT_EQ(h.rows()[0].prompt_id, "short");
+  EXPECT_EQ(st.skipped[0].cap, 64);
+  // Nothing left to run: an error that says which flag to change.
+  try {
+    Harness(*target_, draft_, o).Run({prompts[0]}, {}, nullptr);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--max-prompt-tokens"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(HarnessTest, SampledRunsHaveNoLosslessFlag) {
+  HarnessOptions o = Options();
+  o.methods = {Method::kPld};
+  o.budgets = {4};
+  o.oracle = false;
+  o.warmup = false;
+  o.temperatures = {0.0f, 0.8f};
+  Harness h(*target_, draft_, o);
+  ASSERT_EQ(h.configs().size(), 4u);
+  std::vector<BenchPrompt> prompts = {Prompts()[2]};
+  h.Run(prompts, {}, nullptr);
+  ASSERT_EQ(h.rows().size(), 4u);
+  for (const BenchRow& r : h.rows()) {
+    EXPECT_EQ(r.lossless.has_value(), r.config.temperature == 0.0f) << r.config.Name();
+    EXPECT_TRUE(r.speedup.has_value());
+  }
+  const json s = Summarize(h.rows(), h.configs(), {"code"});
+  EXPECT_TRUE(s["summary_by_temp"].contains("0.8"));
+  EXPECT_TRUE(s["summary_by_temp"]["0.8"]["pld"]["lossless_rate"].is_null());
+  EXPECT_DOUBLE_EQ(s["summary_by_temp"]["0.8"]["ar"]["speedup"].get<double>(), 1.0);
+}
+
+TEST_F(HarnessTest, ConfigurationErrors) {
+  HarnessOptions o = Options();
+  EXPECT_THROW(Harness(*target_, nullptr, o), Error);  // draft methods without a draft
+  o.methods = {Method::kRest};
+  EXPECT_THROW(Harness(*target_, draft_, o), Error);  // rest without --index
+  o.methods = {Method::kPld};
+  o.budgets = {0};
+  EXPECT_THROW(Harness(*target_, draft_, o), Error);
+}
+
+}  // namespace
+}  // namespace graft::bench

@@ -1,0 +1,397 @@
+#include "bench/report.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "graft/error.h"
+
+namespace graft::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+json Opt(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
+double Div(double a, double b) { return b != 0 ? a / b : 0.0; }
+
+// Aggregates over a set of rows (one configuration, maybe one category).
+struct Agg {
+  int64_t n = 0;
+  double speedup_sum = 0, e2e_sum = 0, tps_sum = 0, wall_tps_sum = 0, oracle_sum = 0;
+  int64_t speedup_n = 0, e2e_n = 0, oracle_n = 0, greedy_n = 0, lossless_n = 0;
+  int64_t gen = 0, passes = 0, nodes = 0, drafted = 0, grafted = 0, accepted = 0;
+  double ms_draft = 0, ms_retrieve = 0, ms_graft = 0, ms_verify = 0, ms_commit = 0, ms_prefill = 0;
+  SourceCounts per_source[kNumSources];
+
+  void Add(const BenchRow& r) {
+    ++n;
+    if (r.speedup) { speedup_sum += *r.speedup; ++speedup_n; }
+    if (r.e2e_speedup) { e2e_sum += *r.e2e_speedup; ++e2e_n; }
+    if (r.oracle_fraction) { oracle_sum += *r.oracle_fraction; ++oracle_n; }
+    if (r.lossless) { ++greedy_n; lossless_n += *r.lossless ? 1 : 0; }
+    tps_sum += r.decode_tps();
+    wall_tps_sum += r.wall_tps();
+    const GenerationStats& s = r.stats;
+    gen += s.n_generated;
+    passes += s.n_passes;
+    nodes += s.nodes_verified;
+    drafted += s.n_drafted;
+    grafted += s.n_grafted;
+    accepted += s.n_accepted;
+    ms_draft += s.t_draft_ms;
+    ms_retrieve += s.t_retrieve_ms;
+    ms_graft += s.t_graft_ms;
+    ms_verify += s.t_verify_ms;
+    ms_commit += s.t_commit_ms;
+    ms_prefill += s.t_prefill_ms;
+    for (int i = 0; i < kNumSources; ++i) {
+      per_source[i].proposed += s.per_source[i].proposed;
+      per_source[i].accepted += s.per_source[i].accepted;
+    }
+  }
+  json Mean(double sum, int64_t k) const { return k ? json(sum / k) : json(nullptr); }
+  json Lossless() const { return greedy_n ? json(static_cast<double>(lossless_n) / greedy_n) : json(nullptr); }
+
+  json Short() const {
+    return {{"n", n},
+            {"speedup", Mean(speedup_sum, speedup_n)},
+            {"e2e_speedup", Mean(e2e_sum, e2e_n)},
+            {"tokens_per_s", Mean(tps_sum, n)},
+            {"tau", Div(gen, passes)},
+            {"acceptance", Div(accepted, drafted + grafted)},
+            {"lossless_rate", Lossless()}};
+  }
+  json Full() const {
+    json j = Short();
+    j["wall_tokens_per_s"] = Mean(wall_tps_sum, n);
+    j["nodes_per_pass"] = Div(nodes, passes);
+    j["oracle_fraction"] = Mean(oracle_sum, oracle_n);
+    j["new_tokens"] = Div(gen, n);
+    j["passes"] = passes;
+    j["drafted"] = drafted;
+    j["grafted"] = grafted;
+    j["accepted"] = accepted;
+    j["prefill_ms"] = Div(ms_prefill, n);
+    j["ms_per_pass"] = {{"draft", Div(ms_draft, passes)},     {"retrieve", Div(ms_retrieve, passes)},
+                        {"graft", Div(ms_graft, passes)},     {"verify", Div(ms_verify, passes)},
+                        {"commit", Div(ms_commit, passes)}};
+    json src = json::object();
+    for (int i = 1; i < kNumSources; ++i) {
+      if (per_source[i].proposed == 0) continue;
+      src[std::string(SourceName(static_cast<Source>(i)))] = {
+          {"proposed", per_source[i].proposed},
+          {"accepted", per_source[i].accepted},
+          {"acceptance", Div(per_source[i].accepted, per_source[i].proposed)}};
+    }
+    j["per_source"] = src;
+    return j;
+  }
+};
+
+std::string Csv(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string Num(double v, int prec = 3) {
+  char buf[64];
+  snprintf(buf, sizeof(buf), "%.*f", prec, v);
+  return buf;
+}
+
+std::string OptNum(const std::optional<double>& v, int prec = 4) { return v ? Num(*v, prec) : ""; }
+
+// "1.52x (2.31)" from a summary entry; "-" when there is no speedup.
+std::string Cell(const json& e) {
+  if (!e.contains("speedup") || e["speedup"].is_null()) return "-";
+  return Num(e["speedup"].get<double>(), 2) + "x (" + Num(e["tau"].get<double>(), 2) + ")";
+}
+
+std::string Pct(const json& v) { return v.is_null() ? "-" : Num(100.0 * v.get<double>(), 1) + "%"; }
+
+}  // namespace
+
+std::string TempKey(float t) {
+  char buf[32];
+  snprintf(buf, sizeof(buf), "%g", static_cast<double>(t));
+  return buf;
+}
+
+json RowJson(const BenchRow& r) {
+  const GenerationStats& s = r.stats;
+  json src = json::object();
+  for (int i = 1; i < kNumSources; ++i) {
+    if (s.per_source[i].proposed == 0) continue;
+    src[std::string(SourceName(static_cast<Source>(i)))] = {
+        {"proposed", s.per_source[i].proposed},
+        {"accepted", s.per_source[i].accepted},
+        {"acceptance", Div(s.per_source[i].accepted, s.per_source[i].proposed)}};
+  }
+  json j = {{"prompt_index", r.prompt_index},
+            {"prompt_id", r.prompt_id},
+            {"category", r.category},
+            {"config", r.config.Name()},
+            {"method", MethodName(r.config.method)},
+            {"budget", r.config.budget},
+            {"temperature", std::stod(TempKey(r.config.temperature))},
+            {"rep", r.rep},
+            {"turns", r.turns},
+            {"truncated", r.truncated},
+            {"prompt_tokens", s.n_prompt},
+            {"new_tokens", s.n_generated},
+            {"wall_ms", r.wall_ms},
+            {"tokens_per_s", r.decode_tps()},
+            {"wall_tokens_per_s", r.wall_tps()},
+            {"target_passes", s.n_passes},
+            {"draft_passes", s.n_draft_passes},
+            {"tau", s.tau()},
+            {"nodes_verified", s.nodes_verified},
+            {"drafted", s.n_drafted},
+            {"grafted", s.n_grafted},
+            {"accepted", s.n_accepted},
+            {"acceptance", s.acceptance()},
+            {"per_source", src},
+            {"ms", {{"prefill", s.t_prefill_ms}, {"draft", s.t_draft_ms}, {"retrieve", s.t_retrieve_ms},
+                    {"graft", s.t_graft_ms}, {"verify", s.t_verify_ms}, {"commit", s.t_commit_ms},
+                    {"decode", s.t_decode_ms}}},
+            {"stop_reason", s.stop_reason},
+            {"lossless", r.lossless ? json(*r.lossless) : json(nullptr)},
+            {"first_divergence", r.first_divergence},
+            {"speedup", Opt(r.speedup)},
+            {"e2e_speedup", Opt(r.e2e_speedup)},
+            {"oracle_fraction", Opt(r.oracle_fraction)}};
+  if (!r.text.empty()) j["output"] = r.text;
+  return j;
+}
+
+json Summarize(const std::vector<BenchRow>& rows, const std::vector<BenchConfig>& configs,
+               const std::vector<std::string>& categories) {
+  json by_temp = json::object();
+  std::vector<std::string> temp_order;
+  for (const BenchConfig& c : configs) {
+    const std::string tk = TempKey(c.temperature);
+    if (std::find(temp_order.begin(), temp_order.end(), tk) == temp_order.end()) temp_order.push_back(tk);
+    Agg all;
+    std::map<std::string, Agg> per_cat;
+    for (const BenchRow& r : rows) {
+      if (r.config.method != c.method || r.config.budget != c.budget || r.config.temperature != c.temperature) continue;
+      all.Add(r);
+      per_cat[r.category].Add(r);
+    }
+    json e = all.Full();
+    e["config"] = c.Name();
+    e["method"] = MethodName(c.method);
+    e["budget"] = c.budget;
+    e["temperature"] = std::stod(TempKey(c.temperature));
+    json cats = json::object();
+    for (const std::string& cat : categories) {
+      if (per_cat.count(cat)) cats[cat] = per_cat[cat].Short();
+    }
+    e["categories"] = cats;
+    by_temp[tk][c.Name()] = e;
+  }
+  // "<method>" = the method's best budget by overall speedup (first listed on ties).
+  for (auto& [tk, table] : by_temp.items()) {
+    std::map<std::string, json> best;
+    for (const BenchConfig& c : configs) {
+      if (c.method == Method::kAr || TempKey(c.temperature) != tk) continue;
+      const json& e = table[c.Name()];
+      const std::string m = MethodName(c.method);
+      auto score = [](const json& x) { return x["speedup"].is_null() ? -1.0 : x["speedup"].get<double>(); };
+      if (!best.count(m) || score(e) > score(best[m])) best[m] = e;
+    }
+    for (auto& [m, e] : best) table[m] = e;
+  }
+  json out;
+  out["summary_by_temp"] = by_temp;
+  out["summary"] = temp_order.empty() ? json::object() : by_temp[temp_order.front()];
+  return out;
+}
+
+std::string CsvText(const std::vector<BenchRow>& rows) {
+  std::ostringstream os;
+  os << "prompt_index,prompt_id,category,config,method,budget,temperature,rep,turns,truncated,prompt_tokens,"
+        "new_tokens,wall_ms,tokens_per_s,wall_tokens_per_s,speedup,e2e_speedup,target_passes,draft_passes,tau,"
+        "nodes_verified,drafted,grafted,accepted,acceptance";
+  for (int i = 1; i < kNumSources; ++i) {
+    const std::string n(SourceName(static_cast<Source>(i)));
+    os << "," << n << "_proposed," << n << "_accepted";
+  }
+  os << ",ms_prefill,ms_draft,ms_retrieve,ms_graft,ms_verify,ms_commit,ms_decode,stop_reason,lossless,"
+        "first_divergence,oracle_fraction\n";
+  for (const BenchRow& r : rows) {
+    const GenerationStats& s = r.stats;
+    os << r.prompt_index << "," << Csv(r.prompt_id) << "," << Csv(r.category) << "," << r.config.Name() << ","
+       << MethodName(r.config.method) << "," << r.config.budget << "," << TempKey(r.config.temperature) << ","
+       << r.rep << "," << r.turns << "," << (r.truncated ? 1 : 0) << "," << s.n_prompt << "," << s.n_generated
+       << "," << Num(r.wall_ms) << "," << Num(r.decode_tps()) << "," << Num(r.wall_tps()) << ","
+       << OptNum(r.speedup) << "," << OptNum(r.e2e_speedup) << "," << s.n_passes << "," << s.n_draft_passes << ","
+       << Num(s.tau(), 4) << "," << s.nodes_verified << "," << s.n_drafted << "," << s.n_grafted << ","
+       << s.n_accepted << "," << Num(s.acceptance(), 4);
+    for (int i = 1; i < kNumSources; ++i) os << "," << s.per_source[i].proposed << "," << s.per_source[i].accepted;
+    os << "," << Num(s.t_prefill_ms) << "," << Num(s.t_draft_ms) << "," << Num(s.t_retrieve_ms) << ","
+       << Num(s.t_graft_ms) << "," << Num(s.t_verify_ms) << "," << Num(s.t_commit_ms) << "," << Num(s.t_decode_ms)
+       << "," << s.stop_reason << "," << (r.lossless ? (*r.lossless ? "1" : "0") : "") << "," << r.first_divergence
+       << "," << OptNum(r.oracle_fraction) << "\n";
+  }
+  return os.str();
+}
+
+std::string MarkdownText(const json& res, const std::vector<std::string>& categories) {
+  std::ostringstream os;
+  os << "# graft bench\n\n";
+  const json& st = res["status"];
+  os << "- status: " << st.value("state", "?") << ", "
+     << st.value("prompts_done", 0) << "/" << st.value("prompts_total", 0) << " prompts";
+  if (st.contains("skipped") && !st["skipped"].empty()) os << ", " << st["skipped"].size() << " skipped (too long)";
+  os << "\n";
+  if (res.contains("date")) os << "- date: " << res["date"].get<std::string>() << "\n";
+  if (res.contains("dataset")) {
+    const json& d = res["dataset"];
+    os << "- dataset: " << d.value("name", "?") << " (" << d.value("n_prompts", 0) << " prompts";
+    if (d.value("per_category", 0) > 0) os << ", " << d["per_category"].get<int>() << " per category";
+    os << ")\n";
+  }
+  if (res.contains("error")) os << "- error: " << res["error"].get<std::string>() << "\n";
+  if (res.contains("models")) {
+    for (auto& [role, m] : res["models"].items()) {
+      os << "- " << role << ": " << m.value("path", "") << " (" << m.value("description", "") << ")\n";
+    }
+  }
+  if (res.contains("machine")) {
+    os << "- machine: " << res["machine"].value("cpu", "?") << ", " << res["machine"].value("cores", 0)
+       << " cores\n";
+  }
+  if (res.contains("llama_cpp")) os << "- llama.cpp: " << res["llama_cpp"].get<std::string>() << "\n";
+  if (res.contains("flags")) {
+    const json& f = res["flags"];
+    os << "- n_predict " << f.value("n_predict", 0) << ", reps " << f.value("reps", 1) << ", warm-up "
+       << (f.value("warmup", false) ? "yes" : "no") << "\n";
+  }
+  os << "\nSpeedup = mean over prompts of (decode tokens/s) / (ar's decode tokens/s), prefill excluded; "
+        "tau = new tokens per target pass. Each configuration runs on its own engine, interleaved per prompt.\n";
+
+  std::vector<std::string> cfg_names;
+  for (const json& c : res["configs"]) cfg_names.push_back(c["name"].get<std::string>());
+  for (auto& [tk, table] : res["summary_by_temp"].items()) {
+    os << "\n## Speedup (tau), temperature " << tk << "\n\n| Method |";
+    for (const auto& c : categories) os << " " << c << " |";
+    os << " Overall |\n|---|";
+    for (size_t i = 0; i <= categories.size(); ++i) os << "---|";
+    os << "\n";
+    for (const json& c : res["configs"]) {
+      if (TempKey(c["temperature"].get<double>()) != tk) continue;
+      const json& e = table[c["name"].get<std::string>()];
+      os << "| " << c["name"].get<std::string>() << " |";
+      for (const auto& cat : categories) os << " " << (e["categories"].contains(cat) ? Cell(e["categories"][cat]) : "-") << " |";
+      os << " " << Cell(e) << " |\n";
+    }
+    os << "\n### Statistics, temperature " << tk << "\n\n"
+       << "| Method | tokens/s | speedup | e2e speedup | tau | acceptance | nodes/pass | lossless | oracle frac. "
+          "| ms/pass draft | retrieve | graft | verify | commit | prefill ms |\n"
+       << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    for (const json& c : res["configs"]) {
+      if (TempKey(c["temperature"].get<double>()) != tk) continue;
+      const json& e = table[c["name"].get<std::string>()];
+      auto n = [&](const char* k, int p) { return e[k].is_null() ? std::string("-") : Num(e[k].get<double>(), p); };
+      const json& ms = e["ms_per_pass"];
+      os << "| " << c["name"].get<std::string>() << " | " << n("tokens_per_s", 1) << " | " << n("speedup", 2)
+         << " | " << n("e2e_speedup", 2) << " | " << n("tau", 2) << " | " << Pct(e["acceptance"]) << " | "
+         << n("nodes_per_pass", 1) << " | " << Pct(e["lossless_rate"]) << " | " << Pct(e["oracle_fraction"])
+         << " | " << Num(ms["draft"].get<double>(), 1) << " | " << Num(ms["retrieve"].get<double>(), 2) << " | "
+         << Num(ms["graft"].get<double>(), 2) << " | " << Num(ms["verify"].get<double>(), 1) << " | "
+         << Num(ms["commit"].get<double>(), 2) << " | " << n("prefill_ms", 0) << " |\n";
+    }
+    os << "\n### Acceptance per source (accepted / proposed), temperature " << tk << "\n\n| Method |";
+    std::vector<std::string> srcs;
+    for (int i = 1; i < kNumSources; ++i) srcs.emplace_back(SourceName(static_cast<Source>(i)));
+    for (const auto& s : srcs) os << " " << s << " |";
+    os << "\n|---|";
+    for (size_t i = 0; i < srcs.size(); ++i) os << "---|";
+    os << "\n";
+    for (const json& c : res["configs"]) {
+      if (TempKey(c["temperature"].get<double>()) != tk || c["method"] == "ar") continue;
+      const json& ps = table[c["name"].get<std::string>()]["per_source"];
+      os << "| " << c["name"].get<std::string>() << " |";
+      for (const auto& s : srcs) {
+        if (!ps.contains(s)) { os << " - |"; continue; }
+        os << " " << Pct(ps[s]["acceptance"]) << " (" << ps[s]["accepted"].get<int64_t>() << "/"
+           << ps[s]["proposed"].get<int64_t>() << ") |";
+      }
+      os << "\n";
+    }
+  }
+  return os.str();
+}
+
+void WriteFileAtomic(const std::string& path, const std::string& content) {
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error("cannot write " + tmp);
+    out << content;
+    out.flush();
+    if (!out) throw Error("error writing " + tmp + " (disk full?)");
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw Error("cannot replace " + path + ": " + ec.message());
+  }
+}
+
+json ResultsJson(const ReportInput& in) {
+  json j = in.meta.is_object() ? in.meta : json::object();
+  j["schema"] = "graft-bench/1";
+  json skipped = json::array();
+  for (const auto& s : in.status->skipped) {
+    skipped.push_back({{"prompt_id", s.prompt_id}, {"category", s.category}, {"prompt_tokens", s.tokens},
+                       {"cap", s.cap}});
+  }
+  const bool complete = !in.status->interrupted && in.status->prompts_done == in.status->prompts_total;
+  j["status"] = {{"state", complete ? "complete" : in.status->interrupted ? "interrupted" : "running"},
+                 {"complete", complete},
+                 {"interrupted", in.status->interrupted},
+                 {"prompts_done", in.status->prompts_done},
+                 {"prompts_total", in.status->prompts_total},
+                 {"skipped", skipped}};
+  json cfgs = json::array();
+  for (const BenchConfig& c : *in.configs) {
+    cfgs.push_back({{"name", c.Name()}, {"method", MethodName(c.method)}, {"budget", c.budget},
+                    {"temperature", std::stod(TempKey(c.temperature))}});
+  }
+  j["configs"] = cfgs;
+  j["categories"] = *in.categories;
+  json sum = Summarize(*in.rows, *in.configs, *in.categories);
+  j["summary"] = sum["summary"];
+  j["summary_by_temp"] = sum["summary_by_temp"];
+  json rows = json::array();
+  for (const BenchRow& r : *in.rows) rows.push_back(RowJson(r));
+  j["rows"] = rows;
+  return j;
+}
+
+json WriteResults(const std::string& dir, const ReportInput& in) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error("cannot create output directory " + dir + ": " + ec.message());
+  json j = ResultsJson(in);
+  WriteFileAtomic((fs::path(dir) / "results.json").string(), j.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+  WriteFileAtomic((fs::path(dir) / "results.csv").string(), CsvText(*in.rows));
+  WriteFileAtomic((fs::path(dir) / "results.md").string(), MarkdownText(j, *in.categories));
+  return j;
+}
+
+}  // namespace graft::bench

@@ -1,0 +1,66 @@
+// Benchmark reports: the summary statistics and the three result files.
+//
+// results.json  (schema "graft-bench/1")
+//   status      {state: running | complete | interrupted, complete, interrupted,
+//                prompts_done, prompts_total, skipped[]}
+//   date, command, flags, machine, models, llama_cpp, dataset   (from the caller's `meta`)
+//   configs     [{name, method, budget, temperature}] in run order
+//   summary     the first temperature of --temps: key -> entry, where key is
+//                 "ar", "<method>@<budget>" for every configuration, and
+//                 "<method>" = the entry of that method's best budget (highest speedup;
+//                 it carries "budget" and "config" to say which)
+//   summary_by_temp  {"<temperature %g>": same map} for every temperature
+//   rows        one object per prompt x configuration x repetition (RowJson)
+// An entry: n, speedup (mean over prompts of decode tokens/s / ar's), e2e_speedup (same
+// with wall time, prefill included), tokens_per_s, wall_tokens_per_s, tau (sum new tokens
+// / sum passes), acceptance, nodes_per_pass, lossless_rate (temperature 0 rows; null
+// otherwise), oracle_fraction (mean speedup / oracle's, with --oracle), new_tokens,
+// ms_per_pass {draft, retrieve, graft, verify, commit}, prefill_ms, per_source
+// {name: {proposed, accepted, acceptance}}, categories {name: {n, speedup, e2e_speedup,
+// tau, acceptance, lossless_rate, tokens_per_s}}.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench/harness.h"
+
+namespace graft::bench {
+
+// "0", "0.7": the key of a temperature in summary_by_temp.
+std::string TempKey(float t);
+
+nlohmann::json RowJson(const BenchRow& row);
+
+// {"summary": ..., "summary_by_temp": ...} as documented above.
+nlohmann::json Summarize(const std::vector<BenchRow>& rows, const std::vector<BenchConfig>& configs,
+                         const std::vector<std::string>& categories);
+
+// One CSV line per row, with a header line.
+std::string CsvText(const std::vector<BenchRow>& rows);
+
+// Spec-Bench-style Markdown: per temperature a table (rows = configurations, columns =
+// categories + overall, cells "speedup (tau)"), then statistics and per-source tables.
+std::string MarkdownText(const nlohmann::json& results, const std::vector<std::string>& categories);
+
+// Writes `content` to a temporary file beside `path`, flushes it, and renames it over
+// `path`, so readers see the old or the new file, never a partial one.
+void WriteFileAtomic(const std::string& path, const std::string& content);
+
+struct ReportInput {
+  nlohmann::json meta;  // date, command, flags, machine, models, llama_cpp, dataset
+  const std::vector<BenchConfig>* configs = nullptr;
+  const std::vector<std::string>* categories = nullptr;
+  const std::vector<BenchRow>* rows = nullptr;
+  const RunStatus* status = nullptr;
+};
+
+// The whole results.json document.
+nlohmann::json ResultsJson(const ReportInput& in);
+
+// Rewrites results.json, results.csv and results.md in `dir` (created if needed).
+// Returns the results.json document.
+nlohmann::json WriteResults(const std::string& dir, const ReportInput& in);
+
+}  // namespace graft::bench
