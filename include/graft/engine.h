@@ -68,6 +68,10 @@ struct DecodeOptions {
   // corpus) already expects at least this many accepted tokens (calibrated); the
   // draft pass is the main cost on CPU. 0 = always draft.
   float skip_draft_gain = 2.0f;
+  // graft: choose each step's tree size from the measured cost of a target pass per
+  // tree size (timed once per engine, then tracked) and run the draft model only
+  // while it raises throughput (src/engine/cost_model.h). false = fixed budget.
+  bool adaptive = true;
   bool use_history = true;      // suffix / graft: include earlier requests' outputs
   bool learn = true;            // update history, next-token table and calibration
 };
@@ -99,6 +103,7 @@ struct GenerationStats {
   SourceCounts per_source[kNumSources];
   double t_prefill_ms = 0, t_draft_ms = 0, t_retrieve_ms = 0, t_graft_ms = 0;
   double t_verify_ms = 0, t_commit_ms = 0, t_decode_ms = 0;  // decode = all after prefill
+  double t_calibrate_ms = 0;  // graft: one-time cost-curve timing (first request of an engine)
   std::string stop_reason;  // "eog", "length", "cancelled", "context"
 
   // Mean tokens per target pass, bonus included.

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "engine/cost_model.h"
 #include "engine/drafter.h"
 #include "graft/calibration.h"
 #include "graft/error.h"
@@ -101,6 +102,8 @@ struct Engine::State {
   Calibration calibration;
   RequestRetriever request;
   PromptLookup pld;
+  CostModel cost;   // target pass ms by tree size (graft's tree-size choice)
+  DraftGate gate;   // does the draft model pay on this machine (graft)
   std::vector<Token> tctx_tokens;  // tokens in the target cache (prefix reuse across requests)
 
   State(const Model& t, const Model* d, const EngineConfig& c)
@@ -109,7 +112,39 @@ struct Engine::State {
         config(c),
         history(HistoryOptions{c.history_tokens, {}}),
         recycle(t.n_vocab()),
-        request(RetrievalOptions{}, &history) {}
+        request(RetrievalOptions{}, &history),
+        cost(c.max_tree) {}
+
+  // Times target passes over trees of several sizes on top of the current prefix
+  // (then drops them) to seed the cost model. About 3 x (sum of the pass times):
+  // ~1.3 s once per engine for a 1.5B model on 2 CPU cores.
+  void CalibrateCosts() {
+    Rng rng(12345);
+    std::vector<std::pair<int32_t, double>> points;
+    const int32_t base = tctx->n_past();
+    for (int32_t n = 1; n <= std::min(tctx->max_tree(), 32); n *= 2) {
+      if (base + n + 1 >= tctx->n_ctx()) break;
+      std::vector<double> ms;
+      for (int rep = 0; rep < 3; ++rep) {
+        TokenTree t;
+        t.Reset(static_cast<Token>(rng.Next() % target.n_vocab()));
+        while (t.size() < n) {
+          const int32_t p = static_cast<int32_t>(rng.Next() % t.size());
+          const Token x = static_cast<Token>(rng.Next() % target.n_vocab());
+          if (t.depth[p] < 8 && t.FindChild(p, x) < 0) t.Add(p, x, 0.5f, Source::kDraft);
+        }
+        const auto t0 = Clock::now();
+        tctx->EvalTree(t);
+        tctx->Logits(n - 1);
+        ms.push_back(MsSince(t0));
+        tctx->CommitPath({0});
+        tctx->Truncate(base);
+      }
+      std::sort(ms.begin(), ms.end());
+      points.push_back({n, ms[1]});
+    }
+    if (!points.empty()) cost.SetVerifyCurve(points);
+  }
 };
 
 Engine::Engine(const Model& target, const Model* draft, const EngineConfig& config)
@@ -196,6 +231,11 @@ GenerateResult Engine::Generate(const GenerateRequest& req, const DecodeOptions&
   s.tctx_tokens = committed;
   s.tctx_tokens.pop_back();
   st.t_prefill_ms = MsSince(t0);
+  if (o.method == Method::kGraft && o.adaptive && !s.cost.calibrated()) {
+    const auto tc = Clock::now();
+    s.CalibrateCosts();
+    st.t_calibrate_ms = MsSince(tc);
+  }
   const bool use_request = o.method == Method::kSuffix || o.method == Method::kGraft;
   if (use_request) s.request.Reset(req.prompt);
 
@@ -248,14 +288,19 @@ GenerateResult Engine::Generate(const GenerateRequest& req, const DecodeOptions&
     };
 
     // Graft, retrieve first: when the request, history and corpus indexes already
-    // promise enough, the draft model (the main cost on CPU) sits this step out.
-    auto tp = Clock::now();
+    // promise enough, or when drafting has not paid on this machine lately
+    // (DraftGate), the draft model (the main cost on CPU) sits this step out.
+    const auto t_step = Clock::now();
+    auto tp = t_step;
     bool skip_draft = false;
-    if (o.method == Method::kGraft && o.skip_draft_gain > 0) {
+    const bool adaptive = o.method == Method::kGraft && o.adaptive;
+    if (o.method == Method::kGraft && (o.skip_draft_gain > 0 || adaptive)) {
       query(s.request, 0, budget - 1);
       if (s.datastore) query(*s.datastore, 0, budget - 1);
+      query(s.recycle, 0, budget - 1);
       graft_all(o.prune.min_accept_prob);
-      skip_draft = ExpectedAcceptedLength(tree, s.calibration) >= o.skip_draft_gain;
+      skip_draft = (adaptive && !s.gate.ShouldDraft()) ||
+                   (o.skip_draft_gain > 0 && ExpectedAcceptedLength(tree, s.calibration) >= o.skip_draft_gain);
       if (!skip_draft) tree.Reset(committed.back());
     }
     st.t_retrieve_ms += MsSince(tp);
@@ -331,11 +376,29 @@ GenerateResult Engine::Generate(const GenerateRequest& req, const DecodeOptions&
     st.t_retrieve_ms += MsSince(tp);
     tp = Clock::now();
     graft_all(o.method == Method::kGraft ? o.prune.min_accept_prob : 0.0f);
+    if (adaptive && tree.size() > 1) {
+      // Keep the tree size that maximises expected tokens per ms of this step.
+      std::vector<double> acc = PathAcceptance(tree, s.calibration);
+      std::vector<double> sorted(acc.begin() + 1, acc.end());
+      std::stable_sort(sorted.begin(), sorted.end(), std::greater<>());
+      const int32_t n_best = s.cost.BestSize(sorted, MsSince(t_step), budget);
+      if (n_best < tree.size()) {
+        PruneOptions keep;
+        keep.min_accept_prob = 0.0f;
+        keep.max_depth = 1 << 30;
+        keep.max_nodes = n_best;
+        std::vector<int32_t> kept;
+        tree = Prune(tree, keep, s.calibration, &kept);
+        if (drafted) s.drafter->Remap(kept);
+      }
+    }
     st.t_graft_ms += MsSince(tp);
 
     // 5. Verify in one target pass.
     tp = Clock::now();
     tctx.EvalTree(tree);
+    tctx.Logits(0);  // waits for the pass
+    s.cost.ObserveVerify(tree.size(), MsSince(tp));
     VerifyResult vr = greedy
         ? VerifyGreedy(tree, [&](int32_t node) { return Argmax(tctx.Logits(node), nv); })
         : VerifyStochastic(tree, [&](int32_t node) { return MakeDistribution(tctx.Logits(node), nv, req.sampling); }, rng);
@@ -383,6 +446,7 @@ GenerateResult Engine::Generate(const GenerateRequest& req, const DecodeOptions&
     if (use_request) s.request.Append(emitted);
     result.tokens.insert(result.tokens.end(), out.begin(), out.end());
     st.t_commit_ms += MsSince(tp);
+    if (adaptive) s.gate.Observe(drafted, static_cast<int32_t>(emitted.size()), MsSince(t_step));
     if (req.on_tokens && !out.empty() && !req.on_tokens(out)) {
       st.stop_reason = "cancelled";
       done = true;
