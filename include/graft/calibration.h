@@ -50,7 +50,10 @@ class Calibration {
   void Record(Source source, float edge_prob, int depth, bool accepted);
 
   // Posterior mean acceptance of an edge, in [0, 1]. kRoot returns 1. O(1).
-  // Two-level shrinkage: coarse = (k0 * p + s_c) / (k0 + n_c) with p the clamped raw
+  // Three-level shrinkage: the source's scale r = (2 + accepts) / (2 + sum of raw
+  // confidences) over all its trials (how optimistic the source's own numbers are;
+  // shared by every bucket, so a source that over-promises is corrected after a few
+  // trials); coarse = (k0 * min(1, r * p) + s_c) / (k0 + n_c) with p the clamped raw
   // confidence; fine = (k1 * coarse + s_f) / (k1 + n_f). (s, n) = accepts, trials.
   double Estimate(Source source, float edge_prob, int depth) const;
 
@@ -80,9 +83,17 @@ class Calibration {
   static int FineIndex(int s, int c, int d) { return (s * kConfBuckets + c) * kDepthBuckets + d; }
   static int CoarseIndex(int s, int c) { return s * kConfBuckets + c; }
 
+  struct SourceCell {
+    double confidence = 0;  // sum of the raw edge confidences of its tested nodes
+    double accepts = 0;     // of those nodes, how many the target accepted
+  };
+  static constexpr double kSourcePrior = 2.0;  // pseudo-count of the source scale's prior (r = 1)
+  double SourceScale(int s) const;
+
   CalibrationOptions options_;
   std::array<Cell, kCells> fine_{};                        // (source, conf, depth)
   std::array<Cell, kNumSources * kConfBuckets> coarse_{};  // (source, conf): sum over depth
+  std::array<SourceCell, kNumSources> source_{};           // per source: all buckets
 };
 
 // a(node) for every node: the product of calibrated edge acceptance along the path

@@ -53,7 +53,7 @@ class CostModel {
 // other one every `explore_every` steps so the estimate follows the text.
 class DraftGate {
  public:
-  explicit DraftGate(int32_t explore_every = 8, double ema = 0.15) : explore_every_(explore_every), ema_(ema) {}
+  explicit DraftGate(int32_t explore_every = 16, double ema = 0.15) : explore_every_(explore_every), ema_(ema) {}
   // Forgets the averages (a new request).
   void Reset();
   // Decision for the next step. O(1).

@@ -325,6 +325,7 @@ GenerateResult Engine::Generate(const GenerateRequest& req, const DecodeOptions&
         dp.min_accept = o.prune.min_accept_prob;
       }
       st.n_draft_passes += s.drafter->Draft(committed, dp, &tree);
+      ++st.n_draft_steps;
       drafted = true;
       if (o.method == Method::kChain && tree.size() - 1 < o.draft_min) tree.Reset(committed.back());
       if (dp.calibration != nullptr) {
@@ -462,10 +463,10 @@ std::string FormatStats(const GenerationStats& st, Method m) {
   char buf[1024];
   int n = snprintf(buf, sizeof(buf),
                    "%-7s prompt %d tokens (%.1f t/s) | decoded %d tokens in %.2f s, %.2f t/s | "
-                   "passes %d, tau %.2f, drafted %lld, grafted %lld, accepted %lld (%.1f%%) | "
+                   "passes %d (%d drafted), %.1f nodes/pass, tau %.2f, drafted %lld, grafted %lld, accepted %lld (%.1f%%) | "
                    "ms: draft %.0f retrieve %.1f graft %.1f verify %.0f commit %.1f",
                    MethodName(m).c_str(), st.n_prompt, st.prefill_tps(), st.n_generated, st.t_decode_ms / 1000.0,
-                   st.decode_tps(), st.n_passes, st.tau(), static_cast<long long>(st.n_drafted),
+                   st.decode_tps(), st.n_passes, st.n_draft_steps, st.n_passes ? double(st.nodes_verified) / st.n_passes : 0.0, st.tau(), static_cast<long long>(st.n_drafted),
                    static_cast<long long>(st.n_grafted), static_cast<long long>(st.n_accepted),
                    100.0 * st.acceptance(), st.t_draft_ms, st.t_retrieve_ms, st.t_graft_ms, st.t_verify_ms,
                    st.t_commit_ms);

@@ -35,6 +35,15 @@ void Calibration::Record(Source source, float edge_prob, int depth, bool accepte
   Cell& k = coarse_[CoarseIndex(s, c)];
   k.trials += 1;
   k.accepts += a;
+  SourceCell& sc = source_[s];
+  sc.confidence += ClampProb(edge_prob);
+  sc.accepts += a;
+}
+
+double Calibration::SourceScale(int s) const {
+  const SourceCell& sc = source_[s];
+  const double k = kSourcePrior;
+  return (k + sc.accepts) / (k + sc.confidence);
 }
 
 double Calibration::Estimate(Source source, float edge_prob, int depth) const {
@@ -46,7 +55,8 @@ double Calibration::Estimate(Source source, float edge_prob, int depth) const {
   const Cell& f = fine_[FineIndex(s, c, d)];
   const double k0 = std::max(options_.prior_strength, 1e-9);
   const double k1 = std::max(options_.backoff_strength, 1e-9);
-  const double coarse = (k0 * ClampProb(edge_prob) + k.accepts) / (k0 + k.trials);
+  const double centre = std::min(1.0, ClampProb(edge_prob) * SourceScale(s));
+  const double coarse = (k0 * centre + k.accepts) / (k0 + k.trials);
   const double fine = (k1 * coarse + f.accepts) / (k1 + f.trials);
   return std::clamp(fine, 0.0, 1.0);
 }
@@ -72,11 +82,13 @@ void Calibration::Decay(double factor) {
   factor = std::clamp(factor, 0.0, 1.0);
   for (Cell& x : fine_) { x.trials *= factor; x.accepts *= factor; }
   for (Cell& x : coarse_) { x.trials *= factor; x.accepts *= factor; }
+  for (SourceCell& x : source_) { x.confidence *= factor; x.accepts *= factor; }
 }
 
 void Calibration::Clear() {
   fine_.fill(Cell{});
   coarse_.fill(Cell{});
+  source_.fill(SourceCell{});
 }
 
 std::vector<double> PathAcceptance(const TokenTree& tree, const Calibration& calibration) {

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <random>
 
@@ -48,19 +50,24 @@ TEST(CalibrationTest, MovesTowardsObservedRate) {
   EXPECT_NEAR(prev, 0.8, 0.05);
   EXPECT_DOUBLE_EQ(c.Trials(Source::kRequest, 0.35f, 2), 1000.0);
   EXPECT_DOUBLE_EQ(c.SourceTrials(Source::kRequest), 1000.0);
-  // Other sources and other buckets are untouched.
+  // Other sources are untouched; other buckets of the same source move only by the
+  // source's scale r = (2 + accepts) / (2 + sum of raw confidences).
   EXPECT_DOUBLE_EQ(c.Estimate(Source::kDraft, 0.35f, 2), static_cast<double>(0.35f));
-  EXPECT_DOUBLE_EQ(c.Estimate(Source::kRequest, 0.75f, 2), static_cast<double>(0.75f));
+  const double r = (2 + c.SourceAccepts(Source::kRequest)) / (2 + 1000 * static_cast<double>(0.35f));
+  EXPECT_NEAR(c.Estimate(Source::kRequest, 0.15f, 2), std::min(1.0, 0.15f * r), 1e-9);
 }
 
 TEST(CalibrationTest, PriorStrengthIsFourPseudoCounts) {
   Calibration c;
-  // Four observed rejections at p = 0.5: coarse = (4 * 0.5 + 0) / 8 = 0.25; fine cell
-  // (same depth) = (4 * 0.25 + 0) / 8 = 0.125.
+  // Four observed rejections at p = 0.5: source scale r = 2 / (2 + 4 * 0.5) = 0.5, so
+  // the prior centre is 0.25; coarse = (4 * 0.25 + 0) / 8 = 0.125; fine cell (same
+  // depth) = (4 * 0.125 + 0) / 8 = 0.0625.
   for (int i = 0; i < 4; ++i) c.Record(Source::kDraft, 0.5f, 1, false);
-  EXPECT_NEAR(c.Estimate(Source::kDraft, 0.5f, 1), 0.125, 1e-12);
+  EXPECT_NEAR(c.Estimate(Source::kDraft, 0.5f, 1), 0.0625, 1e-12);
   // At an unobserved depth the fine cell backs off to the coarse cell.
-  EXPECT_NEAR(c.Estimate(Source::kDraft, 0.5f, 4), 0.25, 1e-12);
+  EXPECT_NEAR(c.Estimate(Source::kDraft, 0.5f, 4), 0.125, 1e-12);
+  // An unobserved bucket of the same source starts at r * p.
+  EXPECT_NEAR(c.Estimate(Source::kDraft, 0.9f, 1), 0.5 * static_cast<double>(0.9f), 1e-7);
 }
 
 TEST(CalibrationTest, SparseCellsBackOffToCoarse) {

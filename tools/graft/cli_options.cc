@@ -39,6 +39,10 @@ void DecodeFlags::Add(CLI::App* app) {
   app->add_option("--draft-topk", draft_topk, "tree: children per expanded draft node");
   app->add_option("--draft-frontier", draft_frontier, "tree: draft nodes expanded per level");
   app->add_option("--prune-p-min", prune_p_min, "pruned/graft: drop nodes whose calibrated acceptance is below");
+  app->add_option("--skip-draft-gain", skip_draft_gain,
+                  "graft: skip the draft model when retrieval alone expects this many accepted tokens (0 = never)");
+  app->add_flag("--fixed-budget", fixed_budget,
+                "graft: always verify up to --tree-budget nodes and always draft (no cost model)");
   app->add_option("--temp", temp, "sampling temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
   app->add_option("--top-k", top_k, "top-k sampling (0 = off)")->check(CLI::NonNegativeNumber);
   app->add_option("--top-p", top_p, "top-p sampling (1 = off)")->check(CLI::Range(0.0, 1.0));
@@ -58,6 +62,8 @@ DecodeOptions DecodeFlags::ToOptions(bool has_draft) const {
   o.draft_topk = draft_topk;
   o.draft_frontier = draft_frontier;
   o.prune.min_accept_prob = prune_p_min;
+  o.skip_draft_gain = skip_draft_gain;
+  o.adaptive = !fixed_budget;
   return o;
 }
 

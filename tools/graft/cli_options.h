@@ -37,6 +37,8 @@ struct DecodeFlags {
   int32_t draft_topk = 4;
   int32_t draft_frontier = 4;
   float prune_p_min = 0.05f;
+  float skip_draft_gain = 2.0f;
+  bool fixed_budget = false;
   float temp = 0.0f;
   int32_t top_k = 0;
   float top_p = 1.0f;
