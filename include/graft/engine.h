@@ -107,6 +107,9 @@ struct GenerationStats {
   double t_calibrate_ms = 0;  // graft: one-time cost-curve timing (first request of an engine)
   std::string stop_reason;  // "eog", "length", "cancelled", "context"
 
+  // Sums every count and time of `other` into this (stop_reason: other's). O(1).
+  void Add(const GenerationStats& other);
+
   // Mean tokens per target pass, bonus included.
   double tau() const { return n_passes ? static_cast<double>(n_generated) / n_passes : 0; }
   double acceptance() const {

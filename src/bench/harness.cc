@@ -18,28 +18,6 @@ constexpr int32_t kTurnSlack = 32;  // template tokens per extra turn, reserved 
 
 bool Greedy(float temperature) { return temperature <= 0.0f; }
 
-void Accumulate(GenerationStats* a, const GenerationStats& b) {
-  a->n_prompt += b.n_prompt;
-  a->n_generated += b.n_generated;
-  a->n_passes += b.n_passes;
-  a->n_draft_passes += b.n_draft_passes;
-  a->nodes_verified += b.nodes_verified;
-  a->n_drafted += b.n_drafted;
-  a->n_grafted += b.n_grafted;
-  a->n_accepted += b.n_accepted;
-  for (int s = 0; s < kNumSources; ++s) {
-    a->per_source[s].proposed += b.per_source[s].proposed;
-    a->per_source[s].accepted += b.per_source[s].accepted;
-  }
-  a->t_prefill_ms += b.t_prefill_ms;
-  a->t_draft_ms += b.t_draft_ms;
-  a->t_retrieve_ms += b.t_retrieve_ms;
-  a->t_graft_ms += b.t_graft_ms;
-  a->t_verify_ms += b.t_verify_ms;
-  a->t_commit_ms += b.t_commit_ms;
-  a->t_decode_ms += b.t_decode_ms;
-  a->stop_reason = b.stop_reason;
-}
 
 std::vector<Token> Concat(const std::vector<std::vector<Token>>& parts) {
   std::vector<Token> out;
@@ -175,7 +153,7 @@ struct Harness::Impl {
       GenerateResult res = engine.Generate(req, opts);
       row->wall_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       if (res.stats.stop_reason == "cancelled" || (stop != nullptr && stop->load())) return false;
-      Accumulate(&row->stats, res.stats);
+      row->stats.Add(res.stats);
       ++row->turns;
       const std::string answer = target.Detokenize(res.tokens);
       if (o.keep_outputs) row->text += (k ? "\n\n" : "") + answer;

@@ -1,5 +1,7 @@
 #include "bench/report.h"
 
+#include "graft/stats_json.h"
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -129,48 +131,24 @@ std::string TempKey(float t) {
 }
 
 json RowJson(const BenchRow& r) {
-  const GenerationStats& s = r.stats;
-  json src = json::object();
-  for (int i = 1; i < kNumSources; ++i) {
-    if (s.per_source[i].proposed == 0) continue;
-    src[std::string(SourceName(static_cast<Source>(i)))] = {
-        {"proposed", s.per_source[i].proposed},
-        {"accepted", s.per_source[i].accepted},
-        {"acceptance", Div(s.per_source[i].accepted, s.per_source[i].proposed)}};
-  }
-  json j = {{"prompt_index", r.prompt_index},
+  json j = StatsToJson(r.stats, r.config.method);
+  j.update({{"prompt_index", r.prompt_index},
             {"prompt_id", r.prompt_id},
             {"category", r.category},
             {"config", r.config.Name()},
-            {"method", MethodName(r.config.method)},
             {"budget", r.config.budget},
             {"temperature", std::stod(TempKey(r.config.temperature))},
             {"rep", r.rep},
             {"turns", r.turns},
             {"truncated", r.truncated},
-            {"prompt_tokens", s.n_prompt},
-            {"new_tokens", s.n_generated},
             {"wall_ms", r.wall_ms},
             {"tokens_per_s", r.decode_tps()},
             {"wall_tokens_per_s", r.wall_tps()},
-            {"target_passes", s.n_passes},
-            {"draft_passes", s.n_draft_passes},
-            {"tau", s.tau()},
-            {"nodes_verified", s.nodes_verified},
-            {"drafted", s.n_drafted},
-            {"grafted", s.n_grafted},
-            {"accepted", s.n_accepted},
-            {"acceptance", s.acceptance()},
-            {"per_source", src},
-            {"ms", {{"prefill", s.t_prefill_ms}, {"draft", s.t_draft_ms}, {"retrieve", s.t_retrieve_ms},
-                    {"graft", s.t_graft_ms}, {"verify", s.t_verify_ms}, {"commit", s.t_commit_ms},
-                    {"decode", s.t_decode_ms}}},
-            {"stop_reason", s.stop_reason},
             {"lossless", r.lossless ? json(*r.lossless) : json(nullptr)},
             {"first_divergence", r.first_divergence},
             {"speedup", Opt(r.speedup)},
             {"e2e_speedup", Opt(r.e2e_speedup)},
-            {"oracle_fraction", Opt(r.oracle_fraction)}};
+            {"oracle_fraction", Opt(r.oracle_fraction)}});
   if (!r.text.empty()) j["output"] = r.text;
   return j;
 }

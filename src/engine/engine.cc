@@ -459,6 +459,31 @@ GenerateResult Engine::Generate(const GenerateRequest& req, const DecodeOptions&
   return result;
 }
 
+void GenerationStats::Add(const GenerationStats& b) {
+  n_prompt += b.n_prompt;
+  n_generated += b.n_generated;
+  n_passes += b.n_passes;
+  n_draft_passes += b.n_draft_passes;
+  n_draft_steps += b.n_draft_steps;
+  nodes_verified += b.nodes_verified;
+  n_drafted += b.n_drafted;
+  n_grafted += b.n_grafted;
+  n_accepted += b.n_accepted;
+  for (int s = 0; s < kNumSources; ++s) {
+    per_source[s].proposed += b.per_source[s].proposed;
+    per_source[s].accepted += b.per_source[s].accepted;
+  }
+  t_prefill_ms += b.t_prefill_ms;
+  t_draft_ms += b.t_draft_ms;
+  t_retrieve_ms += b.t_retrieve_ms;
+  t_graft_ms += b.t_graft_ms;
+  t_verify_ms += b.t_verify_ms;
+  t_commit_ms += b.t_commit_ms;
+  t_decode_ms += b.t_decode_ms;
+  t_calibrate_ms += b.t_calibrate_ms;
+  stop_reason = b.stop_reason;
+}
+
 std::string FormatStats(const GenerationStats& st, Method m) {
   char buf[1024];
   int n = snprintf(buf, sizeof(buf),

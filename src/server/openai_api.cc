@@ -1,5 +1,7 @@
 #include "server/openai_api.h"
 
+#include "graft/stats_json.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -254,28 +256,7 @@ ParsedRequest ParseRequest(const std::string& text, Endpoint endpoint, const Req
   return out;
 }
 
-nlohmann::json GraftStatsJson(const GenerationStats& st, Method m) {
-  json per_source = json::object();
-  for (int s = 1; s < kNumSources; ++s) {
-    const SourceCounts& c = st.per_source[s];
-    if (c.proposed == 0) continue;
-    per_source[std::string(SourceName(static_cast<Source>(s)))] = {{"proposed", c.proposed}, {"accepted", c.accepted}};
-  }
-  return {{"method", MethodName(m)},
-          {"tau", st.tau()},
-          {"acceptance", st.acceptance()},
-          {"passes", st.n_passes},
-          {"draft_passes", st.n_draft_passes},
-          {"drafted", st.n_drafted},
-          {"grafted", st.n_grafted},
-          {"accepted", st.n_accepted},
-          {"per_source", per_source},
-          {"decode_tokens_per_s", st.decode_tps()},
-          {"ms", {{"prefill", st.t_prefill_ms}, {"draft", st.t_draft_ms}, {"retrieve", st.t_retrieve_ms},
-                  {"graft", st.t_graft_ms}, {"verify", st.t_verify_ms}, {"commit", st.t_commit_ms},
-                  {"decode", st.t_decode_ms}}},
-          {"stop_reason", st.stop_reason}};
-}
+nlohmann::json GraftStatsJson(const GenerationStats& st, Method m) { return StatsToJson(st, m); }
 
 namespace {
 json UsageJson(const Usage& u) {

@@ -209,7 +209,7 @@ def main():
                 check(f"completion {method} fields", r.object == "text_completion" and r.id.startswith("cmpl-")
                       and r.choices[0].finish_reason == "length" and r.usage.completion_tokens == N_TOKENS
                       and r.usage.total_tokens == r.usage.prompt_tokens + N_TOKENS
-                      and r.model_extra["graft"]["method"] == method and r.model_extra["graft"]["passes"] >= 1,
+                      and r.model_extra["graft"]["method"] == method and r.model_extra["graft"]["target_passes"] >= 1,
                       r.model_dump())
                 text, finish, _ = stream_text(client, prompt, N_TOKENS, method)
                 check(f"stream {method} {prompt[:12]!r} = generate", text == expect and finish == "length",

@@ -8,6 +8,7 @@
 #include "cli_options.h"
 #include "commands.h"
 #include "graft/error.h"
+#include "graft/stats_json.h"
 
 namespace graft::cli {
 namespace {
@@ -23,35 +24,6 @@ struct GenerateFlags {
   bool json = false;
   bool compare = false;
 };
-
-nlohmann::json StatsJson(const GenerationStats& st, Method m) {
-  nlohmann::json per_source = nlohmann::json::object();
-  for (int s = 1; s < kNumSources; ++s) {
-    const auto& c = st.per_source[s];
-    if (c.proposed == 0) continue;
-    per_source[std::string(SourceName(static_cast<Source>(s)))] = {
-        {"proposed", c.proposed}, {"accepted", c.accepted},
-        {"acceptance", static_cast<double>(c.accepted) / c.proposed}};
-  }
-  return {{"method", MethodName(m)},
-          {"prompt_tokens", st.n_prompt},
-          {"new_tokens", st.n_generated},
-          {"prefill_tokens_per_s", st.prefill_tps()},
-          {"decode_tokens_per_s", st.decode_tps()},
-          {"target_passes", st.n_passes},
-          {"draft_passes", st.n_draft_passes},
-          {"nodes_verified", st.nodes_verified},
-          {"drafted", st.n_drafted},
-          {"grafted", st.n_grafted},
-          {"accepted", st.n_accepted},
-          {"acceptance", st.acceptance()},
-          {"tau", st.tau()},
-          {"per_source", per_source},
-          {"ms", {{"prefill", st.t_prefill_ms}, {"draft", st.t_draft_ms}, {"retrieve", st.t_retrieve_ms},
-                  {"graft", st.t_graft_ms}, {"verify", st.t_verify_ms}, {"commit", st.t_commit_ms},
-                  {"decode", st.t_decode_ms}}},
-          {"stop_reason", st.stop_reason}};
-}
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -112,11 +84,11 @@ int RunGenerate(const GenerateFlags& f) {
   }
   const std::string out_text = lm.target->Detokenize(res.tokens);
   if (f.json) {
-    nlohmann::json j = {{"text", out_text}, {"tokens", res.tokens}, {"stats", StatsJson(res.stats, opts.method)},
+    nlohmann::json j = {{"text", out_text}, {"tokens", res.tokens}, {"stats", StatsToJson(res.stats, opts.method)},
                         {"target", lm.target->path()}, {"draft", lm.draft ? lm.draft->path() : ""},
                         {"llama_cpp", LlamaBuildInfo()}};
     if (compare) {
-      j["ar"] = StatsJson(base.stats, Method::kAr);
+      j["ar"] = StatsToJson(base.stats, Method::kAr);
       j["speedup"] = base.stats.decode_tps() > 0 ? res.stats.decode_tps() / base.stats.decode_tps() : 0;
       j["identical_to_ar"] = base.tokens == res.tokens;
     }
