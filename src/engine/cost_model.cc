@@ -74,7 +74,10 @@ bool DraftGate::ShouldDraft() {
   if (seen_[1] < 2) return true;   // try drafting first (it is the usual winner on GPUs)
   if (seen_[0] < 2) return false;  // then without
   const bool best = rate_[1] >= rate_[0];
-  return step_ % explore_every_ == 0 ? !best : best;
+  // A clear loser (30% slower) is re-tried 4x less often: exploring costs a slow step.
+  const double lo = std::min(rate_[0], rate_[1]), hi = std::max(rate_[0], rate_[1]);
+  const int64_t period = lo < 0.7 * hi ? 4 * explore_every_ : explore_every_;
+  return step_ % period == 0 ? !best : best;
 }
 
 void DraftGate::Observe(bool drafted, int32_t tokens, double ms) {

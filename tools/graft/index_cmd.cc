@@ -21,6 +21,7 @@ namespace {
 struct IndexFlags {
   std::string model;
   std::vector<std::string> inputs;
+  std::string input_list;
   std::string jsonl_field;
   std::string output;
   std::string index;
@@ -98,8 +99,15 @@ std::vector<std::string> ReadDocuments(const std::vector<std::string>& inputs, c
   return docs;
 }
 
-int RunBuild(const IndexFlags& f) {
-  if (f.inputs.empty()) throw Error("give at least one --input FILE");
+int RunBuild(IndexFlags f) {
+  if (!f.input_list.empty()) {
+    std::ifstream in(f.input_list);
+    if (!in) throw Error("cannot read input list " + f.input_list);
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty()) f.inputs.push_back(line);
+    }
+  }
+  if (f.inputs.empty()) throw Error("give at least one --input FILE (or --input-list FILE)");
   if (f.output.empty()) throw Error("give the output path with -o INDEX");
   ModelOptions mo;
   mo.vocab_only = true;
@@ -198,7 +206,8 @@ void AddIndexCommand(CLI::App& app, std::function<int()>* run) {
   idx->require_subcommand(1);
   CLI::App* build = idx->add_subcommand("build", "tokenize text / JSONL files and build a suffix-array index");
   build->add_option("-m,--model", f->model, "model whose tokenizer to use (default: the default target)");
-  build->add_option("--input", f->inputs, "input files (text, or JSONL with --jsonl-field)")->required();
+  build->add_option("--input", f->inputs, "input files (text, or JSONL with --jsonl-field)");
+  build->add_option("--input-list", f->input_list, "a file naming one input file per line");
   build->add_option("--jsonl-field", f->jsonl_field, "JSONL field holding the text");
   build->add_option("-o,--output", f->output, "index file to write (atomically)")->required();
   build->add_option("-t,--threads", f->threads, "tokenizer threads");
