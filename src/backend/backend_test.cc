@@ -57,10 +57,13 @@ struct ModelCase {
 class TreeEvalTest : public ::testing::TestWithParam<ModelCase> {};
 
 // Tolerance: batched and single-token decodes use different CPU kernels
-// (DESIGN.md §3), so logits agree only to rounding. Quantised models (Q4_1) use
-// 8-bit activations in the dot products, whose rounding differs between kernels;
-// we allow 2% of the logit scale there and 0.1% for the F32 tiny model, and
-// require the argmax to agree unless the top-2 gap is below the tolerance.
+// (DESIGN.md §3), so logits agree only to rounding. Quantised models use 8-bit
+// activations in the dot products, whose rounding differs between kernels. Measured
+// (worst |difference| / max |logit|): tiny F32 2.5e-4, SmolLM2 Q4_1 0, Qwen2.5-Coder
+// 1.5B Q4_K_M about 3e-2 (0.35-0.75 logits, the same for a plain batched decode of a
+// chain as for a tree: kernel rounding, not the tree mask). We allow 0.1% for F32, 2%
+// for Q4_1 and 5% for Q4_K, and require the argmax to agree unless the top-2 gap is
+// below twice the tolerance.
 TEST_P(TreeEvalTest, TreeLogitsMatchSequentialDecoding) {
   const ModelCase mc = GetParam();
   auto model = Model::Load(ModelPath(mc.file));
@@ -116,8 +119,9 @@ TEST_P(TreeEvalTest, TreeLogitsMatchSequentialDecoding) {
 
 INSTANTIATE_TEST_SUITE_P(Models, TreeEvalTest,
                          ::testing::Values(ModelCase{"tiny-target.gguf", 1e-3f},
-                                           ModelCase{"smollm2-135m-instruct-q4_1.gguf", 2e-2f}),
-                         [](const auto& info) { return info.param.file.substr(0, 4) == "tiny" ? "tiny" : "smollm2"; });
+                                           ModelCase{"smollm2-135m-instruct-q4_1.gguf", 2e-2f},
+                                           ModelCase{"qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", 5e-2f}),
+                         [](const auto& info) { return info.param.file.substr(0, info.param.file.find_first_of("-.")); });
 
 // After committing a root-to-node path, the cache must hold exactly prefix + path:
 // greedy continuation equals a fresh context fed the same tokens.
