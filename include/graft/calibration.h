@@ -22,6 +22,11 @@ struct CalibrationOptions {
   // (source, confidence bucket, depth bucket) cell: a sparse fine cell backs off to
   // its coarse cell, a well-observed one follows its own rate.
   double backoff_strength = 4.0;
+  // Prior r0 of a source's scale (how far its stated confidences are trusted before
+  // any outcome). 1 = at face value. The engine uses 0.5: measured here, retrieval
+  // sources over-promise (suffix trees: raw ~0.8, accepted 16-46% on chat prompts),
+  // and on a CPU every verified node that fails costs real time.
+  double source_scale_prior = 1.0;
 };
 
 // What an edge's confidence means differs per source (a draft model's softmax, a
@@ -50,7 +55,7 @@ class Calibration {
   void Record(Source source, float edge_prob, int depth, bool accepted);
 
   // Posterior mean acceptance of an edge, in [0, 1]. kRoot returns 1. O(1).
-  // Three-level shrinkage: the source's scale r = (2 + accepts) / (2 + sum of raw
+  // Three-level shrinkage: the source's scale r = (2 * r0 + accepts) / (2 + sum of raw
   // confidences) over all its trials (how optimistic the source's own numbers are;
   // shared by every bucket, so a source that over-promises is corrected after a few
   // trials); coarse = (k0 * min(1, r * p) + s_c) / (k0 + n_c) with p the clamped raw
@@ -87,7 +92,7 @@ class Calibration {
     double confidence = 0;  // sum of the raw edge confidences of its tested nodes
     double accepts = 0;     // of those nodes, how many the target accepted
   };
-  static constexpr double kSourcePrior = 2.0;  // pseudo-count of the source scale's prior (r = 1)
+  static constexpr double kSourcePrior = 2.0;  // pseudo-count of the source scale's prior
   double SourceScale(int s) const;
 
   CalibrationOptions options_;

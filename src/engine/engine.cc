@@ -120,6 +120,7 @@ struct Engine::State {
         config(c),
         history(HistoryOptions{c.history_tokens, {}}),
         recycle(t.n_vocab()),
+        calibration(CalibrationOptions{.source_scale_prior = 0.5}),
         request(RetrievalOptions{}, &history),
         cost(c.max_tree) {}
 
@@ -248,6 +249,7 @@ GenerateResult Engine::Generate(const GenerateRequest& req, const DecodeOptions&
   if (use_request) s.request.Reset(req.prompt);
 
   auto t_decode = Clock::now();
+  double lazy_prefill_ms = 0;  // draft prompt prefill done inside the loop (counted as prefill)
   TokenTree tree;
   CandidateTrie trie;
   std::vector<Token> topk_tok;
@@ -299,6 +301,7 @@ GenerateResult Engine::Generate(const GenerateRequest& req, const DecodeOptions&
     // promise enough, or when drafting has not paid on this machine lately
     // (DraftGate), the draft model (the main cost on CPU) sits this step out.
     const auto t_step = Clock::now();
+    double step_prefill_ms = 0;  // the draft's lazy prompt prefill, if it happens this step
     auto tp = t_step;
     bool skip_draft = false;
     const bool adaptive = o.method == Method::kGraft && o.adaptive;
@@ -331,6 +334,17 @@ GenerateResult Engine::Generate(const GenerateRequest& req, const DecodeOptions&
       if (o.method == Method::kPruned || o.method == Method::kGraft) {
         dp.calibration = &s.calibration;
         dp.min_accept = o.prune.min_accept_prob;
+      }
+      // The draft's copy of the prompt is prefill, whenever it happens (lazily:
+      // graft may never draft); only the catch-up on generated tokens is draft time.
+      const int32_t prompt_end = static_cast<int32_t>(req.prompt.size()) - 1;
+      if (s.dctx->n_past() < prompt_end) {
+        const auto tpf = Clock::now();
+        s.dctx->Prefill(TokenSpan(req.prompt).subspan(s.dctx->n_past(), prompt_end - s.dctx->n_past()), false);
+        step_prefill_ms = MsSince(tpf);
+        st.t_prefill_ms += step_prefill_ms;
+        lazy_prefill_ms += step_prefill_ms;
+        tp += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(step_prefill_ms));
       }
       st.n_draft_passes += s.drafter->Draft(committed, dp, &tree);
       ++st.n_draft_steps;
@@ -390,7 +404,7 @@ GenerateResult Engine::Generate(const GenerateRequest& req, const DecodeOptions&
       std::vector<double> acc = PathAcceptance(tree, s.calibration);
       std::vector<double> sorted(acc.begin() + 1, acc.end());
       std::stable_sort(sorted.begin(), sorted.end(), std::greater<>());
-      const int32_t n_best = s.cost.BestSize(sorted, MsSince(t_step), budget);
+      const int32_t n_best = s.cost.BestSize(sorted, MsSince(t_step) - step_prefill_ms, budget);
       if (n_best < tree.size()) {
         PruneOptions keep;
         keep.min_accept_prob = 0.0f;
@@ -455,14 +469,14 @@ GenerateResult Engine::Generate(const GenerateRequest& req, const DecodeOptions&
     if (use_request) s.request.Append(emitted);
     result.tokens.insert(result.tokens.end(), out.begin(), out.end());
     st.t_commit_ms += MsSince(tp);
-    if (adaptive) s.gate.Observe(drafted, static_cast<int32_t>(emitted.size()), MsSince(t_step));
+    if (adaptive) s.gate.Observe(drafted, static_cast<int32_t>(emitted.size()), MsSince(t_step) - step_prefill_ms);
     if (req.on_tokens && !out.empty() && !req.on_tokens(out)) {
       st.stop_reason = "cancelled";
       done = true;
     }
   }
   st.n_generated = static_cast<int32_t>(result.tokens.size());
-  st.t_decode_ms = MsSince(t_decode);
+  st.t_decode_ms = MsSince(t_decode) - lazy_prefill_ms;
   if (o.learn && !result.tokens.empty()) s.history.AddOutput(result.tokens);
   return result;
 }

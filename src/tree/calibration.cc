@@ -43,7 +43,7 @@ void Calibration::Record(Source source, float edge_prob, int depth, bool accepte
 double Calibration::SourceScale(int s) const {
   const SourceCell& sc = source_[s];
   const double k = kSourcePrior;
-  return (k + sc.accepts) / (k + sc.confidence);
+  return (k * options_.source_scale_prior + sc.accepts) / (k + sc.confidence);
 }
 
 double Calibration::Estimate(Source source, float edge_prob, int depth) const {
