@@ -251,7 +251,6 @@ GenerateResult Engine::Generate(const GenerateRequest& req, const DecodeOptions&
   auto t_decode = Clock::now();
   double lazy_prefill_ms = 0;  // draft prompt prefill done inside the loop (counted as prefill)
   TokenTree tree;
-  CandidateTrie trie;
   std::vector<Token> topk_tok;
   std::vector<float> topk_prob;
   int32_t generated = 0;
@@ -270,8 +269,7 @@ GenerateResult Engine::Generate(const GenerateRequest& req, const DecodeOptions&
 
     // Retrieval queries: each fills one trie, grafted under `node`.
     std::vector<CandidateTrie> tries;
-    std::vector<GraftRequest> grafts;
-    tries.reserve(64);
+    std::vector<GraftRequest> grafts;  // [i] grafts tries[i]; pointers set in graft_all
     auto context_for = [&](int32_t node) {
       const size_t from = committed.size() > kContextTail ? committed.size() - kContextTail : 0;
       std::vector<Token> ctx(committed.begin() + from, committed.end());
