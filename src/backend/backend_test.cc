@@ -54,6 +54,8 @@ struct ModelCase {
   float tol;  // max |logit difference| allowed, relative to max(1, max |logit|)
 };
 
+void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.file << " (tolerance " << c.tol << ")"; }
+
 class TreeEvalTest : public ::testing::TestWithParam<ModelCase> {};
 
 // Tolerance: batched and single-token decodes use different CPU kernels

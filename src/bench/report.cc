@@ -27,9 +27,7 @@ struct Agg {
   int64_t n = 0;
   double speedup_sum = 0, e2e_sum = 0, tps_sum = 0, wall_tps_sum = 0, oracle_sum = 0;
   int64_t speedup_n = 0, e2e_n = 0, oracle_n = 0, greedy_n = 0, lossless_n = 0;
-  int64_t gen = 0, passes = 0, nodes = 0, drafted = 0, grafted = 0, accepted = 0;
-  double ms_draft = 0, ms_retrieve = 0, ms_graft = 0, ms_verify = 0, ms_commit = 0, ms_prefill = 0;
-  SourceCounts per_source[kNumSources];
+  GenerationStats total;  // counts and times summed over the rows
 
   void Add(const BenchRow& r) {
     ++n;
@@ -39,23 +37,7 @@ struct Agg {
     if (r.lossless) { ++greedy_n; lossless_n += *r.lossless ? 1 : 0; }
     tps_sum += r.decode_tps();
     wall_tps_sum += r.wall_tps();
-    const GenerationStats& s = r.stats;
-    gen += s.n_generated;
-    passes += s.n_passes;
-    nodes += s.nodes_verified;
-    drafted += s.n_drafted;
-    grafted += s.n_grafted;
-    accepted += s.n_accepted;
-    ms_draft += s.t_draft_ms;
-    ms_retrieve += s.t_retrieve_ms;
-    ms_graft += s.t_graft_ms;
-    ms_verify += s.t_verify_ms;
-    ms_commit += s.t_commit_ms;
-    ms_prefill += s.t_prefill_ms;
-    for (int i = 0; i < kNumSources; ++i) {
-      per_source[i].proposed += s.per_source[i].proposed;
-      per_source[i].accepted += s.per_source[i].accepted;
-    }
+    total.Add(r.stats);
   }
   json Mean(double sum, int64_t k) const { return k ? json(sum / k) : json(nullptr); }
   json Lossless() const { return greedy_n ? json(static_cast<double>(lossless_n) / greedy_n) : json(nullptr); }
@@ -65,31 +47,31 @@ struct Agg {
             {"speedup", Mean(speedup_sum, speedup_n)},
             {"e2e_speedup", Mean(e2e_sum, e2e_n)},
             {"tokens_per_s", Mean(tps_sum, n)},
-            {"tau", Div(gen, passes)},
-            {"acceptance", Div(accepted, drafted + grafted)},
+            {"tau", Div(total.n_generated, total.n_passes)},
+            {"acceptance", Div(total.n_accepted, total.n_drafted + total.n_grafted)},
             {"lossless_rate", Lossless()}};
   }
   json Full() const {
     json j = Short();
     j["wall_tokens_per_s"] = Mean(wall_tps_sum, n);
-    j["nodes_per_pass"] = Div(nodes, passes);
+    j["nodes_per_pass"] = Div(total.nodes_verified, total.n_passes);
     j["oracle_fraction"] = Mean(oracle_sum, oracle_n);
-    j["new_tokens"] = Div(gen, n);
-    j["passes"] = passes;
-    j["drafted"] = drafted;
-    j["grafted"] = grafted;
-    j["accepted"] = accepted;
-    j["prefill_ms"] = Div(ms_prefill, n);
-    j["ms_per_pass"] = {{"draft", Div(ms_draft, passes)},     {"retrieve", Div(ms_retrieve, passes)},
-                        {"graft", Div(ms_graft, passes)},     {"verify", Div(ms_verify, passes)},
-                        {"commit", Div(ms_commit, passes)}};
+    j["new_tokens"] = Div(total.n_generated, n);
+    j["passes"] = total.n_passes;
+    j["drafted"] = total.n_drafted;
+    j["grafted"] = total.n_grafted;
+    j["accepted"] = total.n_accepted;
+    j["prefill_ms"] = Div(total.t_prefill_ms, n);
+    j["ms_per_pass"] = {{"draft", Div(total.t_draft_ms, total.n_passes)}, {"retrieve", Div(total.t_retrieve_ms, total.n_passes)},
+                        {"graft", Div(total.t_graft_ms, total.n_passes)}, {"verify", Div(total.t_verify_ms, total.n_passes)},
+                        {"commit", Div(total.t_commit_ms, total.n_passes)}};
     json src = json::object();
     for (int i = 1; i < kNumSources; ++i) {
-      if (per_source[i].proposed == 0) continue;
+      if (total.per_source[i].proposed == 0) continue;
       src[std::string(SourceName(static_cast<Source>(i)))] = {
-          {"proposed", per_source[i].proposed},
-          {"accepted", per_source[i].accepted},
-          {"acceptance", Div(per_source[i].accepted, per_source[i].proposed)}};
+          {"proposed", total.per_source[i].proposed},
+          {"accepted", total.per_source[i].accepted},
+          {"acceptance", Div(total.per_source[i].accepted, total.per_source[i].proposed)}};
     }
     j["per_source"] = src;
     return j;
