@@ -3,6 +3,8 @@
 // leaves exactly prefix + path, and bad inputs fail cleanly.
 #include <gtest/gtest.h>
 
+#include "common/test_models.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -16,11 +18,7 @@
 namespace graft {
 namespace {
 
-std::string ModelPath(const std::string& name) {
-  const char* d = std::getenv("GRAFT_MODEL_DIR");
-  std::string dir = d ? d : std::string(std::getenv("HOME")) + "/.cache/graft/models";
-  return dir + "/" + name;
-}
+using graft::testing::ModelPath;
 
 int32_t Argmax(const float* l, int32_t n) { return static_cast<int32_t>(std::max_element(l, l + n) - l); }
 

@@ -2,6 +2,8 @@
 // their keys, clear file:line errors for malformed datasets, and a run interrupted with
 // SIGINT that leaves complete, parseable files for the prompts it finished.
 #include <gtest/gtest.h>
+
+#include "common/test_models.h"
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,10 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string ModelPath(const std::string& name) {
-  const char* d = std::getenv("GRAFT_MODEL_DIR");
-  return (d ? std::string(d) : std::string(std::getenv("HOME")) + "/.cache/graft/models") + "/" + name;
-}
+using graft::testing::ModelPath;
 
 std::string Slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -7,6 +7,8 @@
 #include "bench/harness.h"
 
 #include <gtest/gtest.h>
+
+#include "common/test_models.h"
 #include <unistd.h>
 
 #include <cstdlib>
@@ -23,10 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string ModelPath(const std::string& name) {
-  const char* d = std::getenv("GRAFT_MODEL_DIR");
-  return (d ? std::string(d) : std::string(std::getenv("HOME")) + "/.cache/graft/models") + "/" + name;
-}
+using graft::testing::ModelPath;
 
 std::vector<BenchPrompt> Prompts() {
   return {

@@ -3,6 +3,8 @@
 // sampling losslessness (chi-square against ar), and bad-input errors.
 #include <gtest/gtest.h>
 
+#include "common/test_models.h"
+
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -17,11 +19,7 @@
 namespace graft {
 namespace {
 
-std::string ModelPath(const std::string& name) {
-  const char* d = std::getenv("GRAFT_MODEL_DIR");
-  std::string dir = d ? d : std::string(std::getenv("HOME")) + "/.cache/graft/models";
-  return dir + "/" + name;
-}
+using graft::testing::ModelPath;
 
 std::string DataDir() {
   const char* src = std::getenv("GRAFT_SOURCE_DIR");
