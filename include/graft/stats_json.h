@@ -14,4 +14,7 @@ namespace graft {
 
 nlohmann::json StatsToJson(const GenerationStats& stats, Method method);
 
+// {source name: {proposed, accepted, acceptance}} for sources that proposed anything.
+nlohmann::json PerSourceJson(const GenerationStats& stats);
+
 }  // namespace graft

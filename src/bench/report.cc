@@ -65,15 +65,7 @@ struct Agg {
     j["ms_per_pass"] = {{"draft", Div(total.t_draft_ms, total.n_passes)}, {"retrieve", Div(total.t_retrieve_ms, total.n_passes)},
                         {"graft", Div(total.t_graft_ms, total.n_passes)}, {"verify", Div(total.t_verify_ms, total.n_passes)},
                         {"commit", Div(total.t_commit_ms, total.n_passes)}};
-    json src = json::object();
-    for (int i = 1; i < kNumSources; ++i) {
-      if (total.per_source[i].proposed == 0) continue;
-      src[std::string(SourceName(static_cast<Source>(i)))] = {
-          {"proposed", total.per_source[i].proposed},
-          {"accepted", total.per_source[i].accepted},
-          {"acceptance", Div(total.per_source[i].accepted, total.per_source[i].proposed)}};
-    }
-    j["per_source"] = src;
+    j["per_source"] = PerSourceJson(total);
     return j;
   }
 };

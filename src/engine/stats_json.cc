@@ -2,7 +2,7 @@
 
 namespace graft {
 
-nlohmann::json StatsToJson(const GenerationStats& st, Method m) {
+nlohmann::json PerSourceJson(const GenerationStats& st) {
   nlohmann::json per_source = nlohmann::json::object();
   for (int s = 1; s < kNumSources; ++s) {
     const SourceCounts& c = st.per_source[s];
@@ -11,6 +11,10 @@ nlohmann::json StatsToJson(const GenerationStats& st, Method m) {
         {"proposed", c.proposed}, {"accepted", c.accepted},
         {"acceptance", static_cast<double>(c.accepted) / c.proposed}};
   }
+  return per_source;
+}
+
+nlohmann::json StatsToJson(const GenerationStats& st, Method m) {
   return {{"method", MethodName(m)},
           {"prompt_tokens", st.n_prompt},
           {"new_tokens", st.n_generated},
@@ -25,7 +29,7 @@ nlohmann::json StatsToJson(const GenerationStats& st, Method m) {
           {"accepted", st.n_accepted},
           {"acceptance", st.acceptance()},
           {"tau", st.tau()},
-          {"per_source", per_source},
+          {"per_source", PerSourceJson(st)},
           {"ms", {{"prefill", st.t_prefill_ms}, {"calibrate", st.t_calibrate_ms}, {"draft", st.t_draft_ms},
                   {"retrieve", st.t_retrieve_ms}, {"graft", st.t_graft_ms}, {"verify", st.t_verify_ms},
                   {"commit", st.t_commit_ms}, {"decode", st.t_decode_ms}}},
