@@ -4,38 +4,10 @@
 #include <cmath>
 #include <numeric>
 
+#include "engine/topk.h"
 #include "graft/error.h"
 
 namespace graft {
-namespace {
-
-// Top-k (token, softmax prob) of one logit row. O(V + V log k).
-void TopKSoftmax(const float* logits, int32_t n_vocab, int32_t k, std::vector<std::pair<float, Token>>* out) {
-  float mx = -INFINITY;
-  for (int32_t i = 0; i < n_vocab; ++i) mx = std::max(mx, logits[i]);
-  double sum = 0;
-  for (int32_t i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - mx));
-  out->clear();
-  // Keep a min-heap of the k best logits.
-  auto cmp = [](const std::pair<float, Token>& a, const std::pair<float, Token>& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  };
-  for (int32_t i = 0; i < n_vocab; ++i) {
-    if (static_cast<int32_t>(out->size()) < k) {
-      out->push_back({logits[i], i});
-      std::push_heap(out->begin(), out->end(), cmp);
-    } else if (logits[i] > out->front().first) {
-      std::pop_heap(out->begin(), out->end(), cmp);
-      out->back() = {logits[i], i};
-      std::push_heap(out->begin(), out->end(), cmp);
-    }
-  }
-  std::sort_heap(out->begin(), out->end(), cmp);  // best first
-  for (auto& e : *out) e.first = static_cast<float>(std::exp(static_cast<double>(e.first - mx)) / sum);
-}
-
-}  // namespace
-
 int32_t Drafter::Draft(const std::vector<Token>& committed, const DraftParams& params, TokenTree* tree) {
   GRAFT_CHECK(!committed.empty(), "nothing committed");
   const int32_t n_vocab = ctx_->model().n_vocab();

@@ -59,7 +59,6 @@ class Drafter {
  private:
   Context* ctx_;
   std::vector<int32_t> seq_;  // [tree nodes] draft sequence id, -1 = not decoded
-  std::vector<float> probs_;  // scratch: softmax of one row
 };
 
 }  // namespace graft

@@ -9,6 +9,7 @@
 
 #include "engine/cost_model.h"
 #include "engine/drafter.h"
+#include "engine/topk.h"
 #include "graft/calibration.h"
 #include "graft/error.h"
 #include "graft/graft.h"
@@ -28,39 +29,6 @@ double MsSince(Clock::time_point t0) {
 
 constexpr int32_t kContextTail = 64;  // context tokens handed to retrieval sources
 constexpr int32_t kRecycleK = 8;      // top-k of verification logits fed to the table
-
-// Top-k of a logit row with softmax probabilities. Two passes over the row: the
-// k largest logits (a small heap), then the softmax normaliser. O(V).
-void TopK(const float* logits, int32_t n_vocab, int32_t k, std::vector<Token>* toks, std::vector<float>* probs) {
-  std::vector<std::pair<float, Token>> best;
-  best.reserve(k + 1);
-  for (int32_t i = 0; i < n_vocab; ++i) {
-    if (static_cast<int32_t>(best.size()) < k) {
-      best.push_back({logits[i], i});
-      std::push_heap(best.begin(), best.end(), std::greater<>());
-    } else if (logits[i] > best.front().first) {
-      std::pop_heap(best.begin(), best.end(), std::greater<>());
-      best.back() = {logits[i], i};
-      std::push_heap(best.begin(), best.end(), std::greater<>());
-    }
-  }
-  float mx = -INFINITY;
-  for (const auto& b : best) mx = std::max(mx, b.first);
-  // Terms below mx - 20 add at most n_vocab * e^-20 (3e-4 for 150k tokens) relative
-  // to the sum: skipped, which leaves mostly comparisons. Scores for the next-token
-  // table, not sampling: that precision is plenty.
-  const float cut = mx - 20.0f;
-  float sum = 0.0f;
-  for (int32_t i = 0; i < n_vocab; ++i) {
-    if (logits[i] > cut) sum += std::exp(logits[i] - mx);
-  }
-  toks->clear();
-  probs->clear();
-  for (const auto& [l, t] : best) {
-    toks->push_back(t);
-    probs->push_back(std::exp(l - mx) / sum);
-  }
-}
 
 }  // namespace
 
@@ -218,6 +186,7 @@ GenerateResult Engine::Generate(const GenerateRequest& req, const DecodeOptions&
   auto t_decode = Clock::now();
   double lazy_prefill_ms = 0;  // draft prompt prefill done inside the loop (counted as prefill)
   TokenTree tree;
+  std::vector<std::pair<float, Token>> topk;     // recycle: (prob, token) of one verified row
   std::vector<Token> topk_tok;
   std::vector<float> topk_prob;
   int32_t generated = 0;
@@ -407,7 +376,13 @@ GenerateResult Engine::Generate(const GenerateRequest& req, const DecodeOptions&
       RecordOutcome(tree, vr, &s.calibration);
       if (o.method == Method::kRecycle || o.method == Method::kGraft) {
         for (int32_t node : vr.accepted) {
-          TopK(tctx.Logits(node), nv, kRecycleK, &topk_tok, &topk_prob);
+          TopKSoftmax(tctx.Logits(node), nv, kRecycleK, &topk);
+          topk_tok.clear();
+          topk_prob.clear();
+          for (const auto& [p, t] : topk) {
+            topk_tok.push_back(t);
+            topk_prob.push_back(p);
+          }
           s.recycle.Update(tree.token[node], topk_tok, topk_prob);
         }
       }
