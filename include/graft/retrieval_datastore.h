@@ -1,4 +1,4 @@
-// Corpus datastore (DESIGN.md §2, "REST"): a token-level suffix array over a large token
+// Corpus datastore (docs/design.md §2, "REST"): a token-level suffix array over a large token
 // array, built offline, stored in a versioned file and memory-mapped read-only.
 // Pure C++: no llama.h.
 //
@@ -10,7 +10,8 @@
 //                     reserved, header_checksum u64 (XXH64 of bytes [0, 120))
 //   [128, 128 + 4n)   tokens, int32 (documents joined by kSeparator = -1)
 //   [sa_offset, +4n)  suffix array, uint32, sa_offset 64-byte aligned
-// Checksums are XXH64 (seed 0). Open() checks the header checksum and the tokens
+// Checksums are XXH64 (seed 0, libxxhash; `xxhsum -H1` of a section gives the same value;
+// tests/data/golden_v1.idx pins the format). Open() checks the header checksum and the tokens
 // checksum (~20 ms per 50M tokens once the pages are cached); the suffix array's checksum
 // is checked by Verify() only, and queries bounds-check suffix array entries, so a
 // corrupted suffix array gives wrong candidates, never a crash.
@@ -39,9 +40,17 @@ inline constexpr Token kDatastoreMaxToken = (1 << 24) - 2;  // largest token id 
 // Cost: suffix sorting by libdivsufsort over the tokens re-coded as 1-3 big-endian bytes
 // of their dense rank (the width is the fewest bytes that hold the number of distinct
 // tokens + 1), keeping the byte suffixes at multiples of the width. Peak memory about
-// (5 * width + 4) bytes per token besides `tokens`. Limit: width * n < 2^31 - 1.
+// (5 * width + 4) bytes per token besides `tokens`. At most DatastoreMaxTokens(distinct
+// tokens) tokens: more throw graft::Error (after the O(n) token scan, before any sort).
 void BuildDatastore(TokenSpan tokens, uint64_t tokenizer_fingerprint, const std::string& path,
                     const std::function<void(double fraction)>& progress = {});
+
+// The most tokens (separators included) one index of a corpus with `distinct_tokens`
+// distinct token ids can hold. libdivsufsort's 32-bit interface sorts at most 2^31 - 1
+// bytes (one is kept spare) and each token takes `width` bytes, so the limit is
+// (2^31 - 2) / width: 2^31 - 2 tokens below 256 distinct tokens, 2^30 - 1 below 65536
+// (most corpora), 715827882 (about 2^29.4) from 65536 on. O(1).
+int64_t DatastoreMaxTokens(int64_t distinct_tokens);
 
 struct DatastoreStats {
   int64_t tokens = 0;      // separators included

@@ -1,4 +1,4 @@
-// Request-local and history retrieval (DESIGN.md §2): an online suffix automaton over a
+// Request-local and history retrieval (docs/design.md §2): an online suffix automaton over a
 // token stream. Pure C++: no llama.h.
 #pragma once
 
@@ -31,6 +31,10 @@ namespace graft {
 class SuffixIndex : public RetrievalSource {
  public:
   static constexpr Token kSeparator = -1;
+  // Most tokens one index holds. A SAM over n tokens has at most 2n - 1 states, 2n - 1
+  // link-tree records and 2n - 4 overflow transitions (< 3n transitions, one inline per
+  // state but the last), all indexed by int32: n <= 2^30 keeps each below 2^31 - 1.
+  static constexpr int64_t kMaxTokens = int64_t{1} << 30;
 
   explicit SuffixIndex(const RetrievalOptions& options = {}, Source source = Source::kRequest);
 
@@ -41,12 +45,13 @@ class SuffixIndex : public RetrievalSource {
   void Query(TokenSpan context, int32_t budget, CandidateTrie* out) const override;
 
   // Appends one token (>= 0 or kSeparator). Amortised O(1); throws std::invalid_argument
-  // on other negative tokens or past 2^31 - 2 tokens.
+  // on other negative tokens and graft::Error when the index already holds kMaxTokens.
   void Append(Token t);
   void Append(TokenSpan tokens);
   // Forgets everything but keeps the allocated memory. O(capacity) for the hash table.
   void Clear();
-  // Pre-allocates for n tokens so Append does not reallocate. O(n).
+  // Pre-allocates for n tokens so Append does not reallocate. O(n); throws graft::Error,
+  // before allocating, when n_tokens > kMaxTokens.
   void Reserve(int64_t n_tokens);
 
   int64_t size() const { return static_cast<int64_t>(text_.size()); }
@@ -117,7 +122,7 @@ class SuffixIndex : public RetrievalSource {
 };
 
 struct HistoryOptions {
-  int64_t capacity_tokens = 1 << 20;  // index size bound, separators included
+  int64_t capacity_tokens = 1 << 20;  // index size bound, separators included; <= SuffixIndex::kMaxTokens
   RetrievalOptions retrieval;
 };
 
@@ -127,6 +132,7 @@ struct HistoryOptions {
 // so the rebuild cost is amortised O(1) per added token.
 class HistoryIndex : public RetrievalSource {
  public:
+  // Throws graft::Error when options.capacity_tokens > SuffixIndex::kMaxTokens.
   explicit HistoryIndex(const HistoryOptions& options = {});
   Source source() const override { return Source::kRequest; }
   void Query(TokenSpan context, int32_t budget, CandidateTrie* out) const override {

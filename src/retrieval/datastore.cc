@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <bit>
@@ -15,7 +16,6 @@
 
 #include "graft/error.h"
 #include "retrieval/continuation.h"
-#include "retrieval/xxhash64.h"
 
 namespace graft {
 
@@ -48,6 +48,18 @@ static_assert(sizeof(FileHeader) == kHeaderBytes);
 
 uint64_t AlignUp(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
+// XXH64 with seed 0 (libxxhash), the checksum of every section: `xxhsum -H1` of the
+// section's bytes gives the same value. ~1 byte/cycle or better, no allocation.
+uint64_t Checksum(const void* data, size_t bytes) { return XXH64(data, bytes, 0); }
+
+// libdivsufsort's 32-bit interface sorts at most 2^31 - 1 bytes; one byte is kept spare.
+constexpr int64_t kMaxSortBytes = (int64_t{1} << 31) - 2;
+
+// Bytes per token of the sort key: the fewest that hold the dense ranks 0..distinct.
+int CodeWidth(int64_t distinct_tokens) {
+  return distinct_tokens < 256 ? 1 : distinct_tokens < 65536 ? 2 : 3;
+}
+
 std::string Hex(uint64_t v) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
@@ -76,10 +88,6 @@ class AtomicFile {
       bytes -= static_cast<size_t>(w);
     }
   }
-  void PWrite(const void* data, size_t bytes, off_t offset) {
-    if (::pwrite(fd_, data, bytes, offset) != static_cast<ssize_t>(bytes))
-      Fail("cannot write " + tmp_);
-  }
   void Commit() {
     if (::fsync(fd_) != 0) Fail("cannot fsync " + tmp_);
     if (::close(fd_) != 0) { fd_ = -1; Fail("cannot close " + tmp_); }
@@ -107,6 +115,10 @@ class AtomicFile {
 
 }  // namespace
 
+int64_t DatastoreMaxTokens(int64_t distinct_tokens) {
+  return kMaxSortBytes / CodeWidth(distinct_tokens);
+}
+
 void BuildDatastore(TokenSpan tokens, uint64_t tokenizer_fingerprint, const std::string& path,
                     const std::function<void(double)>& progress) {
   auto report = [&](double f) { if (progress) progress(f); };
@@ -132,10 +144,12 @@ void BuildDatastore(TokenSpan tokens, uint64_t tokenizer_fingerprint, const std:
   uint32_t distinct = 0;
   rank[0] = 0;  // the separator
   for (size_t v = 1; v < rank.size(); ++v) rank[v] = rank[v] ? ++distinct : 0;
-  const int width = distinct < 256 ? 1 : distinct < 65536 ? 2 : 3;
-  if (static_cast<int64_t>(width) * n >= 0x7FFFFFFF)
-    throw Error("BuildDatastore: " + std::to_string(n) + " tokens is too many for one index "
-                "(limit 2^31 / " + std::to_string(width) + "); split the corpus");
+  const int width = CodeWidth(distinct);
+  if (n > DatastoreMaxTokens(distinct))
+    throw Error("BuildDatastore: " + std::to_string(n) + " tokens is too many for one index: "
+                "with " + std::to_string(distinct) + " distinct tokens the limit is " +
+                std::to_string(DatastoreMaxTokens(distinct)) + " (2^31 - 2 sort bytes, " +
+                std::to_string(width) + " per token); split the corpus");
   report(0.05);
 
   std::vector<uint32_t> sa(n);
@@ -174,11 +188,11 @@ void BuildDatastore(TokenSpan tokens, uint64_t tokenizer_fingerprint, const std:
   h.tokens_offset = kHeaderBytes;
   h.sa_offset = AlignUp(kHeaderBytes + 4 * static_cast<uint64_t>(n), kSectionAlign);
   h.file_bytes = h.sa_offset + 4 * static_cast<uint64_t>(n);
-  h.tokens_checksum = retrieval_internal::Xxh64(tokens.data(), 4 * static_cast<size_t>(n));
-  h.sa_checksum = retrieval_internal::Xxh64(sa.data(), 4 * static_cast<size_t>(n));
+  h.tokens_checksum = Checksum(tokens.data(), 4 * static_cast<size_t>(n));
+  h.sa_checksum = Checksum(sa.data(), 4 * static_cast<size_t>(n));
   h.separator = kDatastoreSeparator;
   h.sa_entry_bytes = 4;
-  h.header_checksum = retrieval_internal::Xxh64(&h, offsetof(FileHeader, header_checksum));
+  h.header_checksum = Checksum(&h, offsetof(FileHeader, header_checksum));
   report(0.85);
 
   AtomicFile file(path);
@@ -242,11 +256,11 @@ std::unique_ptr<Datastore> Datastore::Open(const std::string& path, uint64_t exp
   if (h.version != kDatastoreVersion)
     throw Error("index " + path + " has format version " + std::to_string(h.version) +
                 ", this build reads version " + std::to_string(kDatastoreVersion) + rebuild);
-  if (h.header_checksum != retrieval_internal::Xxh64(&h, offsetof(FileHeader, header_checksum)))
+  if (h.header_checksum != Checksum(&h, offsetof(FileHeader, header_checksum)))
     throw Error("index " + path + " has a corrupted header (checksum mismatch)" + rebuild);
   const uint64_t n = h.num_tokens;
   if (h.header_bytes != kHeaderBytes || h.tokens_offset != kHeaderBytes ||
-      h.sa_entry_bytes != 4 || h.separator != kDatastoreSeparator || n >= (uint64_t{1} << 31) ||
+      h.sa_entry_bytes != 4 || h.separator != kDatastoreSeparator || n > static_cast<uint64_t>(kMaxSortBytes) ||
       h.sa_offset != AlignUp(kHeaderBytes + 4 * n, kSectionAlign) ||
       h.file_bytes != h.sa_offset + 4 * n)
     throw Error("index " + path + " has an inconsistent header" + rebuild);
@@ -259,7 +273,7 @@ std::unique_ptr<Datastore> Datastore::Open(const std::string& path, uint64_t exp
                 "); rebuild it with this model's tokenizer");
   ds->tokens_ = {reinterpret_cast<const Token*>(ds->map_ + h.tokens_offset), n};
   ds->sa_ = {reinterpret_cast<const uint32_t*>(ds->map_ + h.sa_offset), n};
-  if (retrieval_internal::Xxh64(ds->tokens_.data(), 4 * n) != h.tokens_checksum)
+  if (Checksum(ds->tokens_.data(), 4 * n) != h.tokens_checksum)
     throw Error("index " + path + " has a corrupted token section (checksum mismatch)" + rebuild);
   ds->sa_checksum_ = h.sa_checksum;
   ds->stats_ = {static_cast<int64_t>(n), static_cast<int64_t>(h.num_documents),
@@ -274,7 +288,7 @@ Datastore::~Datastore() {
 DatastoreStats Datastore::Stats() const { return stats_; }
 
 void Datastore::Verify() const {
-  if (retrieval_internal::Xxh64(sa_.data(), sa_.size_bytes()) != sa_checksum_)
+  if (Checksum(sa_.data(), sa_.size_bytes()) != sa_checksum_)
     throw Error("index " + path_ + " has a corrupted suffix array (checksum mismatch); "
                 "rebuild it with `graft index build`");
   const uint64_t n = tokens_.size();

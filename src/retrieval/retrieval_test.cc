@@ -176,13 +176,14 @@ TYPED_TEST(CountSourceTest, MatchesOracleOnTinyAlphabets) {
 }
 
 TYPED_TEST(CountSourceTest, MatchesOracleOnRealText) {
-  const std::vector<Token> bytes = testing_oracle::DataFileTokens("long/gov_report_summ.jsonl", 60000);
-  if (bytes.empty()) GTEST_SKIP() << "shared data not found";
+  // Code-editing tasks (tests/data, 40 lines, ~48 KB): real text with many repeats.
+  const std::vector<Token> bytes = testing_oracle::DataFileTokens("code_edit/edit_eval.jsonl", 45000);
+  ASSERT_EQ(bytes.size(), 45000u) << "tests/data/code_edit/edit_eval.jsonl missing or short";
   // Three "documents" so separators are exercised.
   std::vector<std::vector<Token>> docs = {
-      {bytes.begin(), bytes.begin() + 20000},
-      {bytes.begin() + 20000, bytes.begin() + 40000},
-      {bytes.begin() + 40000, bytes.end()}};
+      {bytes.begin(), bytes.begin() + 15000},
+      {bytes.begin() + 15000, bytes.begin() + 30000},
+      {bytes.begin() + 30000, bytes.end()}};
   std::vector<Token> text;
   for (const auto& d : docs) {
     text.insert(text.end(), d.begin(), d.end());

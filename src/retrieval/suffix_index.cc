@@ -2,6 +2,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "graft/error.h"
 #include "graft/retrieval_suffix.h"
 #include "retrieval/continuation.h"
 
@@ -13,6 +14,12 @@ constexpr int32_t kInitialLogCapacity = 10;
 
 inline uint64_t Key(int32_t state, Token t) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(state)) << 32) | static_cast<uint32_t>(t);
+}
+
+Error TooManyTokens(const std::string& what, int64_t n_tokens) {
+  return Error(what + ": " + std::to_string(n_tokens) + " tokens is over the limit of " +
+               std::to_string(SuffixIndex::kMaxTokens) +
+               " (2^30) tokens per suffix index; use a smaller history or context");
 }
 
 }  // namespace
@@ -39,6 +46,8 @@ void SuffixIndex::Clear() {
 }
 
 void SuffixIndex::Reserve(int64_t n) {
+  if (n > kMaxTokens) throw TooManyTokens("SuffixIndex::Reserve", n);
+  n = std::max<int64_t>(n, 0);
   text_.reserve(n);
   states_.reserve(2 * n + 1);
   kids_.reserve(3 * n + 1);
@@ -144,7 +153,7 @@ void SuffixIndex::Append(TokenSpan tokens) {
 void SuffixIndex::Append(Token c) {
   if (c < 0 && c != kSeparator)
     throw std::invalid_argument("SuffixIndex::Append: negative token " + std::to_string(c));
-  if (text_.size() >= 0x7FFFFFFEu) throw std::invalid_argument("SuffixIndex: index full");
+  if (size() >= kMaxTokens) throw TooManyTokens("SuffixIndex::Append", size() + 1);
   text_.push_back(c);
   const int32_t cur = NewState(static_cast<int32_t>(states_[last_].len) + 1, false);
   int32_t p = last_;
@@ -314,7 +323,10 @@ std::string SuffixIndex::Validate() const {
 // ---------------------------------------------------------------- HistoryIndex
 
 HistoryIndex::HistoryIndex(const HistoryOptions& options)
-    : options_(options), index_(options.retrieval, Source::kRequest) {}
+    : options_(options), index_(options.retrieval, Source::kRequest) {
+  if (options.capacity_tokens > SuffixIndex::kMaxTokens)
+    throw TooManyTokens("HistoryIndex capacity", options.capacity_tokens);
+}
 
 void HistoryIndex::AddOutput(TokenSpan output) {
   const int64_t cap = std::max<int64_t>(options_.capacity_tokens, 2);

@@ -6,6 +6,7 @@
 #include <random>
 #include <set>
 
+#include "graft/error.h"
 #include "retrieval/test_oracle.h"
 
 namespace graft {
@@ -143,6 +144,29 @@ TEST(RequestRetriever, MergesRequestAndHistory) {
   alone.Reset(std::vector<Token>{4, 4});
   alone.Query(alone.index().text(), 8, &out);
   EXPECT_EQ(out.size(), 1);
+}
+
+TEST(SuffixIndex, SizeLimitIsCheckedBeforeAllocating) {
+  // 2n - 1 states and link records must fit in int32: at most 2^30 tokens. Reserve and
+  // HistoryIndex check the bound up front, so no gigabytes are needed to see the error.
+  EXPECT_EQ(SuffixIndex::kMaxTokens, int64_t{1} << 30);
+  EXPECT_LE(2 * SuffixIndex::kMaxTokens - 1, int64_t{INT32_MAX});
+  SuffixIndex index;
+  try {
+    index.Reserve(SuffixIndex::kMaxTokens + 1);
+    ADD_FAILURE() << "expected graft::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("over the limit of 1073741824"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(index.size(), 0);
+  index.Reserve(16);  // still usable
+  index.Append(std::vector<Token>{1, 2, 1, 2});
+  EXPECT_EQ(index.Validate(), "");
+  HistoryOptions big;
+  big.capacity_tokens = SuffixIndex::kMaxTokens + 1;
+  EXPECT_THROW(HistoryIndex{big}, Error);
+  big.capacity_tokens = SuffixIndex::kMaxTokens;
+  EXPECT_NO_THROW(HistoryIndex{big});  // capacity alone allocates nothing
 }
 
 }  // namespace

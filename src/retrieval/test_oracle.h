@@ -100,19 +100,34 @@ inline void ExpectTopOfOracle(const CandidateTrie& got, const std::map<Path, Ora
                                              << " vs " << want_pp[i];
 }
 
-// Bytes of a shared data file as tokens (byte + 0), or empty if not found.
-inline std::vector<Token> DataFileTokens(const std::string& relative, size_t max_bytes) {
-  std::vector<std::string> roots = {"/work/shared/data/"};
-  if (const char* src = std::getenv("GRAFT_SOURCE_DIR")) roots.insert(roots.begin(), std::string(src) + "/../shared/data/");
-  for (const std::string& root : roots) {
-    std::ifstream in(root + relative, std::ios::binary);
-    if (!in) continue;
-    std::vector<Token> out;
-    char c;
-    while (out.size() < max_bytes && in.get(c)) out.push_back(static_cast<unsigned char>(c));
-    return out;
+// Path of a fixture under tests/data: $GRAFT_SOURCE_DIR/tests/data (ctest sets it), else
+// the GRAFT_TEST_DATA_DIR this test was compiled with. A missing file is a test failure
+// (the fixtures are part of the repository), never a skip.
+inline std::string TestDataPath(const std::string& relative) {
+  std::string dir;
+  if (const char* src = std::getenv("GRAFT_SOURCE_DIR"); src != nullptr && *src != '\0') {
+    dir = std::string(src) + "/tests/data/";
+  } else {
+#ifdef GRAFT_TEST_DATA_DIR
+    dir = GRAFT_TEST_DATA_DIR "/";
+#endif
   }
-  return {};
+  const std::string path = dir + relative;
+  if (dir.empty() || !std::ifstream(path, std::ios::binary)) {
+    ADD_FAILURE() << "test fixture " << (dir.empty() ? "tests/data/" + relative : path)
+                  << " not found (set GRAFT_SOURCE_DIR to the source tree)";
+  }
+  return path;
+}
+
+// The first `max_bytes` bytes of a fixture under tests/data as tokens (byte value + 0).
+// Empty, with a test failure recorded, when the fixture is missing.
+inline std::vector<Token> DataFileTokens(const std::string& relative, size_t max_bytes) {
+  std::ifstream in(TestDataPath(relative), std::ios::binary);
+  std::vector<Token> out;
+  char c;
+  while (out.size() < max_bytes && in.get(c)) out.push_back(static_cast<unsigned char>(c));
+  return out;
 }
 
 }  // namespace graft::testing_oracle
