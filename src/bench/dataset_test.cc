@@ -1,4 +1,4 @@
-// Dataset loading: the built-in sets under shared/data and custom JSONL files, and the
+// Dataset loading: the built-in sets (over the tests/data fixtures) and custom JSONL files, and the
 // errors a user sees for malformed input (file:line, the field, the flag that fixes it).
 #include "bench/dataset.h"
 
@@ -41,13 +41,26 @@ std::string ErrorOf(const DatasetSpec& spec) {
   return "";
 }
 
-bool HaveData() { return fs::is_regular_file(DefaultDataDir() + "/spec_bench/question.jsonl"); }
+// The repository's fixtures (tests/data, see its README.md): subsets of the built-in sets
+// in the same layout. The built-in default (DefaultDataDir) is not used: it may be absent.
+std::string FixtureDir() { return (fs::path(SourceDir()) / "tests" / "data").string(); }
+
+// A spec for a built-in dataset over the fixtures; fails the test when they are missing.
+DatasetSpec FixtureSpec(const std::string& dataset) {
+  DatasetSpec spec;
+  spec.dataset = dataset;
+  spec.data_dir = FixtureDir();
+  EXPECT_TRUE(fs::is_directory(spec.data_dir)) << "test fixtures not found in " << spec.data_dir
+                                               << " (set GRAFT_SOURCE_DIR to the source tree)";
+  return spec;
+}
 
 TEST(Dataset, SpecBenchCategoriesAndTurns) {
-  if (!HaveData()) GTEST_SKIP() << "no data in " << DefaultDataDir();
-  DatasetSpec spec;
+  DatasetSpec spec = FixtureSpec("spec_bench");
   const auto all = LoadDataset(spec);
-  EXPECT_EQ(all.size(), 480u);
+  EXPECT_EQ(all.size(), 24u);  // the first 4 records of each category
+  spec.per_category = 4;
+  EXPECT_EQ(LoadDataset(spec).size(), 24u);
   spec.per_category = 2;
   const auto some = LoadDataset(spec);
   ASSERT_EQ(some.size(), 12u);
@@ -63,14 +76,14 @@ TEST(Dataset, SpecBenchCategoriesAndTurns) {
 }
 
 TEST(Dataset, LongAndCodeEdit) {
-  if (!HaveData()) GTEST_SKIP() << "no data in " << DefaultDataDir();
-  DatasetSpec spec;
-  spec.dataset = "long";
+  DatasetSpec spec = FixtureSpec("long");
   const auto lng = LoadDataset(spec);
-  ASSERT_EQ(lng.size(), 14u);
+  ASSERT_EQ(lng.size(), 2u);
   EXPECT_EQ(lng[0].category, "long");
-  EXPECT_NE(lng[0].turns[0].find("Please help me summarize this government report."), std::string::npos);
+  EXPECT_EQ(lng[1].id, "2");
+  EXPECT_NE(lng[0].turns[0].find("\n\nPlease help me summarize this government report."), std::string::npos);
   spec.dataset = "code_edit";
+  EXPECT_EQ(LoadDataset(spec).size(), 40u);
   spec.max_prompts = 3;
   const auto ce = LoadDataset(spec);
   ASSERT_EQ(ce.size(), 3u);

@@ -11,9 +11,16 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 pass=0 fail=0
 
-# expect_fail NAME NEEDLE CMD...: non-zero exit below 128, stderr contains NEEDLE.
+# A check with an empty needle would pass on any output: refuse it (a test bug).
+require_needle() {
+  [ -n "$2" ] && return 0
+  fail=$((fail + 1)); echo "FAIL $1 (test bug: empty needle matches anything)"
+  return 1
+}
+# expect_fail NAME NEEDLE CMD...: non-zero exit below 128, stderr contains NEEDLE (non-empty).
 expect_fail() {
   local name=$1 needle=$2; shift 2
+  require_needle "$name" "$needle" || return 0
   "$@" >"$TMP/out" 2>"$TMP/err" </dev/null
   local rc=$?
   if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -qi -- "$needle" "$TMP/err"; then
@@ -22,9 +29,10 @@ expect_fail() {
     fail=$((fail + 1)); echo "FAIL $name (exit $rc)"; sed 's/^/     | /' "$TMP/err" | tail -5
   fi
 }
-# expect_ok NAME NEEDLE CMD...: exit 0, stdout contains NEEDLE.
+# expect_ok NAME NEEDLE CMD...: exit 0, stdout contains NEEDLE (non-empty).
 expect_ok() {
   local name=$1 needle=$2; shift 2
+  require_needle "$name" "$needle" || return 0
   "$@" >"$TMP/out" 2>"$TMP/err" </dev/null
   local rc=$?
   if [ $rc -eq 0 ] && grep -q -- "$needle" "$TMP/out"; then
@@ -77,7 +85,7 @@ cp "$TMP/a.idx" "$TMP/flip.idx"
 size=$(stat -c %s "$TMP/flip.idx")
 printf '\xff' | dd of="$TMP/flip.idx" bs=1 seek=$((size - 3)) conv=notrunc status=none
 expect_fail "index: flipped byte" "checksum" "$GRAFT" index stats "$TMP/flip.idx"
-expect_fail "index: missing" "" "$GRAFT" index stats "$TMP/none.idx"
+expect_fail "index: missing" "cannot open index" "$GRAFT" index stats "$TMP/none.idx"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -115,6 +115,46 @@ class ServerProcess:
             return None
 
 
+def sse_payloads(raw):
+    """`data:` payloads of a raw HTTP response's complete lines (events are written whole)."""
+    return [line[6:].rstrip(b"\r").decode("utf-8", "replace") for line in raw.split(b"\n")[:-1]
+            if line.startswith(b"data: ")]
+
+
+def streamed_text(raw):
+    """Text of the completion chunks in `raw` so far."""
+    text = ""
+    for p in sse_payloads(raw):
+        if p != "[DONE]":
+            ev = json.loads(p)
+            if ev.get("choices"):
+                text += ev["choices"][0].get("text") or ""
+    return text
+
+
+def shutdown_stream_ok(before, rest):
+    """(ok, how or why not) for a stream cut by SIGTERM: text arrived `before` the signal, and the
+    200 event stream ends with a "cancelled" error event (or the final chunk, when the
+    generation won the race), `data: [DONE]` and the end of the chunked body."""
+    raw = before + rest
+    head, _, _ = raw.partition(b"\r\n\r\n")
+    if not head.startswith(b"HTTP/1.1 200") or b"text/event-stream" not in head:
+        return False, f"not a 200 event stream: {head[:200]!r}"
+    if not streamed_text(before):
+        return False, f"no text received before the signal: {before[-300:]!r}"
+    payloads = sse_payloads(raw)
+    if len(payloads) < 2 or payloads[-1] != "[DONE]":
+        return False, f"stream does not end with data: [DONE]: {raw[-300:]!r}"
+    last = json.loads(payloads[-2])
+    cancelled = last.get("error", {}).get("code") == "cancelled"
+    finished = bool(last.get("choices")) and last["choices"][0].get("finish_reason") in ("length", "stop")
+    if not (cancelled or finished):
+        return False, f"last event is neither a cancellation error nor a final chunk: {last}"
+    if not raw.endswith(b"\r\n0\r\n\r\n"):
+        return False, f"chunked body not terminated: {raw[-100:]!r}"
+    return True, "cancelled" if cancelled else "finished first"
+
+
 def reference(graft, models, prompt, n, method, chat):
     """`graft generate --json` text for the same greedy request."""
     cmd = [graft, "generate", "-m", f"{models}/tiny-target.gguf", "-md", f"{models}/tiny-draft.gguf",
@@ -421,21 +461,33 @@ def main():
         check("queue full -> 503", statuses.count(503) >= 1 and statuses.count(200) >= 2, statuses)
         st, body = small.request("POST", "/v1/completions", {"prompt": "x", "max_tokens": 2})
         check("serves again after the burst", st == 200, body)
-        # SIGTERM mid-stream.
-        conn = http.client.HTTPConnection(small.host, small.port, timeout=60)
-        conn.request("POST", "/v1/completions", body=json.dumps({"prompt": PROMPTS[1], "max_tokens": 250,
-                                                                 "stream": True}),
-                     headers={"Content-Type": "application/json"})
-        resp = conn.getresponse()
-        resp.fp.readline()
+        # SIGTERM mid-stream, over a raw socket so the bytes are seen as sent: text must
+        # arrive before the signal, and the stream must still end as specified.
+        sock = socket.create_connection((small.host, small.port), timeout=60)
+        body = json.dumps({"prompt": PROMPTS[1], "max_tokens": 250, "stream": True, "temperature": 0}).encode()
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        before = b""
+        while not streamed_text(before):
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            before += chunk
         t = time.time()
         rc = small.stop(signal.SIGTERM)
         check(f"SIGTERM mid-stream exits 0 ({time.time() - t:.1f}s)", rc == 0, "".join(small.stderr_lines[-20:]))
+        rest = b""
         try:
-            rest = resp.read().decode()
-        except (http.client.HTTPException, ConnectionError):
-            rest = ""
-        check("stream ended on shutdown", "[DONE]" in rest or rest == "" or "error" in rest, rest[-200:])
+            while True:  # the server has exited: read what it sent up to the close
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                rest += chunk
+        except OSError as e:
+            rest += f"<{e!r}>".encode()
+        sock.close()
+        ok, how = shutdown_stream_ok(before, rest)
+        check(f"stream ended on shutdown ({how if ok else 'badly'})", ok, how)
 
     run_case("queue full / shutdown", queue_full_and_shutdown)
     print(f"elapsed {time.time() - t0:.1f}s")
