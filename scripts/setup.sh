@@ -11,9 +11,11 @@ LLAMA_CPP_PYTHON_VERSION=0.3.36
 GGUF_VERSION=0.19.0
 OPENAI_VERSION=3.51.0
 MATPLOTLIB_VERSION=3.11.2
-APT_PACKAGES=(build-essential cmake ninja-build pkg-config git python3-venv libgtest-dev libgmock-dev
-  libbenchmark-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libfmt-dev libdivsufsort-dev
-  libssl-dev curl)
+# What the build and tests use; libcpp-httplib-dev pulls in the OpenSSL, zlib and brotli
+# headers its pkg-config file requires. curl: tests/server/server_test.py.
+APT_PACKAGES=(build-essential cmake ninja-build pkg-config python3-venv libgtest-dev
+  libbenchmark-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libdivsufsort-dev libxxhash-dev
+  curl)
 log() { printf '[setup] %s\n' "$*"; }
 
 # 1. System packages (Debian 12).

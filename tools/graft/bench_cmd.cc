@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
@@ -22,6 +21,7 @@
 #include "cli_options.h"
 #include "commands.h"
 #include "graft/error.h"
+#include "progress.h"
 
 namespace graft::cli {
 namespace {
@@ -123,58 +123,13 @@ std::string UtcNow(const char* fmt) {
   return buf;
 }
 
-std::string Clock(double s) {
-  const long v = static_cast<long>(s + 0.5);
-  char buf[32];
-  if (v >= 3600) snprintf(buf, sizeof(buf), "%ld:%02ld:%02ld", v / 3600, v / 60 % 60, v % 60);
-  else snprintf(buf, sizeof(buf), "%ld:%02ld", v / 60, v % 60);
-  return buf;
+// The bench's progress detail: "5/21 | [rep 1/2 ]prompt 2/3 code | tree@4".
+std::string ProgressDetail(const bench::ProgressEvent& e, int32_t reps) {
+  std::string d = std::to_string(e.done) + "/" + std::to_string(e.total) + " | ";
+  if (reps > 1) d += "rep " + std::to_string(e.rep + 1) + "/" + std::to_string(reps) + " ";
+  return d + "prompt " + std::to_string(e.prompt + 1) + "/" + std::to_string(e.n_prompts) + " " + e.category +
+         " | " + e.config;
 }
-
-// A progress bar with ETA on stderr: redrawn in place on a terminal, one line per
-// update otherwise (logs, CI).
-class Progress {
- public:
-  Progress() : tty_(isatty(fileno(stderr)) != 0), t0_(std::chrono::steady_clock::now()) {}
-  void Update(const bench::ProgressEvent& e, int32_t reps) {
-    const auto now = std::chrono::steady_clock::now();
-    if (e.warmup) {
-      t0_ = now;  // the ETA counts timed generations only
-      Print("bench: warm-up " + e.config);
-      return;
-    }
-    const double el = std::chrono::duration<double>(now - t0_).count();
-    const double frac = e.total ? static_cast<double>(e.done) / e.total : 1.0;
-    const int width = 24, fill = static_cast<int>(frac * width + 0.5);
-    std::string bar(fill, '#');
-    bar += std::string(width - fill, '.');
-    char buf[512];
-    snprintf(buf, sizeof(buf), "bench [%s] %3.0f%% %lld/%lld | %sprompt %d/%d %s | %s | %s elapsed, ETA %s",
-             bar.c_str(), 100 * frac, static_cast<long long>(e.done), static_cast<long long>(e.total),
-             reps > 1 ? ("rep " + std::to_string(e.rep + 1) + "/" + std::to_string(reps) + " ").c_str() : "",
-             e.prompt + 1, e.n_prompts, e.category.c_str(), e.config.c_str(), Clock(el).c_str(),
-             e.done ? Clock(el / e.done * (e.total - e.done)).c_str() : "?");
-    Print(buf);
-  }
-  void Finish() {
-    if (tty_ && drawn_) fprintf(stderr, "\n");
-    drawn_ = false;
-  }
-
- private:
-  void Print(const std::string& s) {
-    if (tty_) {
-      fprintf(stderr, "\r\033[K%s", s.c_str());
-      drawn_ = true;
-    } else {
-      fprintf(stderr, "%s\n", s.c_str());
-    }
-    fflush(stderr);
-  }
-  bool tty_;
-  bool drawn_ = false;
-  std::chrono::steady_clock::time_point t0_;
-};
 
 std::string ShellQuote(const std::string& s) {
   std::string out = "'";
@@ -298,9 +253,12 @@ int RunBench(BenchFlags f) {
   // Installed for the rest of the process: the command ends right after the run.
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
-  Progress progress;
+  ProgressBar progress({.prefix = "bench"});  // a line per generation off a terminal
   bench::HarnessCallbacks cb;
-  cb.on_progress = [&](const bench::ProgressEvent& e) { progress.Update(e, f.reps); };
+  cb.on_progress = [&](const bench::ProgressEvent& e) {
+    if (e.warmup) progress.Message("warm-up " + e.config);  // the ETA counts timed generations only
+    else progress.Update(e.total ? static_cast<double>(e.done) / e.total : 1.0, ProgressDetail(e, f.reps));
+  };
   cb.on_prompt = [&](const std::vector<bench::BenchRow>& rows, const bench::RunStatus& st) {
     last = st;
     write(rows, st);

@@ -1,6 +1,4 @@
 // graft index build | stats | query: the corpus datastore (token suffix array).
-#include <unistd.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -14,6 +12,7 @@
 #include "commands.h"
 #include "graft/error.h"
 #include "graft/retrieval_datastore.h"
+#include "progress.h"
 
 namespace graft::cli {
 namespace {
@@ -29,31 +28,6 @@ struct IndexFlags {
   int32_t budget = 16;
   int32_t threads = 2;
   bool raw = true;
-};
-
-// Draws "[#####.....] 42% label" on stderr when it is a terminal, else a line per 10%.
-class Progress {
- public:
-  explicit Progress(std::string label) : label_(std::move(label)), tty_(isatty(fileno(stderr))) {}
-  void Update(double f) {
-    const int pct = static_cast<int>(f * 100);
-    if (pct == last_) return;
-    if (!tty_ && pct / 10 == last_ / 10 && pct != 100) return;
-    last_ = pct;
-    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-    const double eta = f > 0.01 ? el * (1 - f) / f : 0;
-    const int w = 30, fill = static_cast<int>(f * w);
-    fprintf(stderr, "%s[%s%s] %3d%% %s (%.0fs, eta %.0fs)%s", tty_ ? "\r" : "", std::string(fill, '#').c_str(),
-            std::string(w - fill, '.').c_str(), pct, label_.c_str(), el, eta, tty_ ? "" : "\n");
-    if (tty_ && pct == 100) fputc('\n', stderr);
-    fflush(stderr);
-  }
-
- private:
-  std::string label_;
-  bool tty_;
-  int last_ = -1;
-  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
 };
 
 // One document per text file, or per JSONL line (the field given; strings, or arrays
@@ -116,7 +90,10 @@ int RunBuild(IndexFlags f) {
   std::vector<std::string> docs = ReadDocuments(f.inputs, f.jsonl_field);
   // Tokenize in parallel chunks of documents.
   std::vector<std::vector<Token>> toks(docs.size());
-  Progress tp("tokenizing " + std::to_string(docs.size()) + " documents");
+  // A redraw per percent on a terminal, a line per 10% in logs.
+  const ProgressOptions po{.prefix = "index", .tty_step = 1, .line_step = 10};
+  const std::string tok_label = "tokenizing " + std::to_string(docs.size()) + " documents";
+  ProgressBar tp(po);
   std::atomic<size_t> next{0}, done_bytes{0};
   size_t total_bytes = 0;
   for (const auto& d : docs) total_bytes += d.size();
@@ -140,12 +117,13 @@ int RunBuild(IndexFlags f) {
         }
         done_bytes += d.size();
         std::lock_guard<std::mutex> lock(mu);
-        tp.Update(total_bytes ? static_cast<double>(done_bytes) / total_bytes : 1.0);
+        tp.Update(total_bytes ? static_cast<double>(done_bytes) / total_bytes : 1.0, tok_label);
       }
     });
   }
   for (auto& t : pool) t.join();
-  tp.Update(1.0);
+  tp.Update(1.0, tok_label);
+  tp.Finish();
   std::vector<Token> all;
   size_t n = 0;
   for (const auto& t : toks) n += t.size() + 1;
@@ -157,11 +135,13 @@ int RunBuild(IndexFlags f) {
     std::vector<Token>().swap(t);
   }
   const double t_tok = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  Progress bp("building suffix array over " + std::to_string(all.size()) + " tokens");
+  const std::string build_label = "building suffix array over " + std::to_string(all.size()) + " tokens";
+  ProgressBar bp(po);
   const auto t1 = std::chrono::steady_clock::now();
-  BuildDatastore(all, model->VocabFingerprint(), f.output, [&](double x) { bp.Update(x); });
+  BuildDatastore(all, model->VocabFingerprint(), f.output, [&](double x) { bp.Update(x, build_label); });
   const double t_sa = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
-  bp.Update(1.0);
+  bp.Update(1.0, build_label);
+  bp.Finish();
   printf("wrote %s: %zu tokens from %zu documents; tokenize %.1f s (%.2f M tokens/s), build %.1f s (%.2f M tokens/s)\n",
          f.output.c_str(), all.size(), docs.size(), t_tok, all.size() / 1e6 / t_tok, t_sa, all.size() / 1e6 / t_sa);
   return 0;
