@@ -3,7 +3,7 @@
 // Model: a loaded GGUF model and its vocabulary (tokenize, detokenize, chat template).
 // Context: a KV cache plus decode calls, with the three operations speculative
 // decoding needs: chunked prefill of the committed prefix, evaluation of a token
-// tree in one pass (tree attention through leaf-set sequence ids, DESIGN.md §3),
+// tree in one pass (tree attention through leaf-set sequence ids, docs/design.md §3),
 // and committing an accepted root-to-node path while dropping the rest.
 //
 // Cache invariant kept by Context: sequence 0 holds exactly the committed tokens
@@ -76,10 +76,8 @@ class Model {
   // with equal fingerprints tokenize identically; used by the datastore too.
   uint64_t VocabFingerprint() const { return fingerprint_; }
 
-  llama_model* raw() const { return model_; }
-  const llama_vocab* vocab() const { return vocab_; }
-
  private:
+  friend class Context;  // creates its llama_context from model_
   Model() = default;
   std::string path_;
   llama_model* model_ = nullptr;
@@ -89,7 +87,9 @@ class Model {
 };
 
 // Throws graft::Error unless `draft` can propose tokens for `target`: same
-// vocabulary size and token texts, same BOS/EOS.
+// vocabulary size and token texts (VocabFingerprint) and the same BOS token.
+// End-of-generation tokens are not compared: only the target decides where output
+// ends, and base / instruct variants of one tokenizer differ there. O(1).
 void CheckDraftCompatible(const Model& target, const Model& draft);
 
 struct ContextOptions {
@@ -98,14 +98,6 @@ struct ContextOptions {
   int32_t n_threads = 2;    // threads for single-token and batched decode
   int32_t n_seq_max = 64;   // sequence ids available to a tree (its number of leaves)
   int32_t max_tree = 64;    // largest tree EvalTree accepts (outputs per pass)
-};
-
-// One entry of a low-level batch (draft trees use these directly).
-struct BatchEntry {
-  Token token;
-  int32_t pos;
-  std::vector<int32_t> seq_ids;  // first id decides the mask row (DESIGN.md §3)
-  bool logits;
 };
 
 class Context {
@@ -144,21 +136,16 @@ class Context {
   // Drops everything at positions >= n (all sequences) and sets n_past = n.
   void Truncate(int32_t n);
 
-  // Low-level access for draft trees, which manage their own sequence ids.
-  // Decode returns normally or throws (no KV slot, or backend error).
-  void Decode(const std::vector<BatchEntry>& entries);
-  void SeqCopy(int32_t src, int32_t dst);   // all positions
-  void SeqKeep(int32_t seq);
-  void SeqRemove(int32_t seq, int32_t p0, int32_t p1);  // positions [p0, p1), -1 = open end
+ private:
+  // Draft trees manage their own sequence ids through this internal, uninstalled
+  // interface (src/backend/sequence_ops.h); users of the library cannot.
+  friend class SequenceOps;
+
+  void DecodeChecked(int32_t n_tokens, const char* what);
   // Makes sequence `seq`'s cells up to position `n_past + path_len - 1` the new
   // committed prefix (in sequence 0) and drops all other scratch sequences;
   // n_past grows by path_len.
   void CommitSequence(int32_t seq, int32_t path_len);
-
-  llama_context* raw() const { return ctx_; }
-
- private:
-  void DecodeChecked(int32_t n_tokens, const char* what);
 
   const Model& model_;
   llama_context* ctx_ = nullptr;

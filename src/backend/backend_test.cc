@@ -57,7 +57,7 @@ void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.file << " (toleran
 class TreeEvalTest : public ::testing::TestWithParam<ModelCase> {};
 
 // Tolerance: batched and single-token decodes use different CPU kernels
-// (DESIGN.md §3), so logits agree only to rounding. Quantised models use 8-bit
+// (docs/design.md §3), so logits agree only to rounding. Quantised models use 8-bit
 // activations in the dot products, whose rounding differs between kernels. Measured
 // (worst |difference| / max |logit|): tiny F32 2.5e-4, SmolLM2 Q4_1 0, Qwen2.5-Coder
 // 1.5B Q4_K_M about 3e-2 (0.35-0.75 logits, the same for a plain batched decode of a

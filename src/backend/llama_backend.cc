@@ -9,6 +9,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "backend/sequence_ops.h"
 #include "graft/backend.h"
 #include "graft/error.h"
 
@@ -230,7 +231,7 @@ Context::Context(const Model& model, const ContextOptions& options) : model_(mod
   p.n_threads_batch = options.n_threads;
   p.kv_unified = true;  // tokens with several seq ids need one unified stream
   p.no_perf = true;
-  ctx_ = llama_init_from_model(model.raw(), p);
+  ctx_ = llama_init_from_model(model.model_, p);
   if (ctx_ == nullptr) {
     throw Error("llama.cpp could not create a context of " + std::to_string(options.n_ctx) +
                 " tokens for " + model.path() + ": " + TakeLastErrors());
@@ -364,34 +365,36 @@ void Context::Truncate(int32_t n) {
   n_past_ = n;
 }
 
-void Context::Decode(const std::vector<BatchEntry>& entries) {
+// ---------------------------------------------------------------- SequenceOps
+
+void SequenceOps::Decode(Context& ctx, const std::vector<BatchEntry>& entries) {
   const int32_t n = static_cast<int32_t>(entries.size());
-  GRAFT_CHECK(n >= 1 && n <= n_batch_, "batch size out of range");
-  llama_batch& b = batch_->batch;
+  GRAFT_CHECK(n >= 1 && n <= ctx.n_batch_, "batch size out of range");
+  llama_batch& b = ctx.batch_->batch;
   for (int32_t i = 0; i < n; ++i) {
     const BatchEntry& e = entries[i];
-    GRAFT_CHECK(!e.seq_ids.empty() && static_cast<int32_t>(e.seq_ids.size()) <= n_seq_max_,
+    GRAFT_CHECK(!e.seq_ids.empty() && static_cast<int32_t>(e.seq_ids.size()) <= ctx.n_seq_max_,
                 "bad sequence id list");
-    if (e.pos >= n_ctx_) throw Error("context of " + std::to_string(n_ctx_) + " tokens is full (raise -c)");
+    if (e.pos >= ctx.n_ctx_) {
+      throw Error("context of " + std::to_string(ctx.n_ctx_) + " tokens is full (raise -c)");
+    }
     b.token[i] = e.token;
     b.pos[i] = e.pos;
     b.n_seq_id[i] = static_cast<int32_t>(e.seq_ids.size());
     for (size_t k = 0; k < e.seq_ids.size(); ++k) b.seq_id[i][k] = e.seq_ids[k];
     b.logits[i] = e.logits ? 1 : 0;
   }
-  DecodeChecked(n, "decode");
+  ctx.DecodeChecked(n, "decode");
 }
 
-void Context::SeqCopy(int32_t src, int32_t dst) {
-  llama_memory_t mem = llama_get_memory(ctx_);
+void SequenceOps::SeqCopy(Context& ctx, int32_t src, int32_t dst) {
+  llama_memory_t mem = llama_get_memory(ctx.ctx_);
   llama_memory_seq_rm(mem, dst, -1, -1);
   llama_memory_seq_cp(mem, src, dst, -1, -1);
 }
 
-void Context::SeqKeep(int32_t seq) { llama_memory_seq_keep(llama_get_memory(ctx_), seq); }
-
-void Context::SeqRemove(int32_t seq, int32_t p0, int32_t p1) {
-  llama_memory_seq_rm(llama_get_memory(ctx_), seq, p0, p1);
+void SequenceOps::CommitSequence(Context& ctx, int32_t seq, int32_t path_len) {
+  ctx.CommitSequence(seq, path_len);
 }
 
 }  // namespace graft
