@@ -1,4 +1,4 @@
-// Retrieval micro-benchmarks (DESIGN.md §2). Streams are synthetic: Zipf(1.1) tokens over
+// Retrieval micro-benchmarks (docs/design.md §2). Streams are synthetic: Zipf(1.1) tokens over
 // a vocabulary, with 35% of the stream copied in 4-32 token spans from earlier (the
 // repetition that makes retrieval worth doing).
 //   retrieval_bench --benchmark_filter=SuffixAppend    append throughput, bytes/token

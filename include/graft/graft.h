@@ -1,5 +1,5 @@
 // Graft: fill a tree's free verification slots with retrieved candidates
-// (DESIGN.md §1 step 4). Pure C++: no llama.h.
+// (docs/design.md §1 step 4). Pure C++: no llama.h.
 #pragma once
 
 #include <cstdint>

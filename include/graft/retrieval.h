@@ -1,4 +1,4 @@
-// Retrieval sources (DESIGN.md §2): given the context so far and a node budget, each
+// Retrieval sources (docs/design.md §2): given the context so far and a node budget, each
 // proposes a small trie of continuations (CandidateTrie) with an estimated probability
 // per edge. Pure C++: no llama.h. Implementations:
 //   retrieval_suffix.h     SuffixIndex (online suffix automaton), HistoryIndex, RequestRetriever

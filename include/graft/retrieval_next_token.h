@@ -1,4 +1,4 @@
-// Next-token table (Token Recycling style, DESIGN.md §2): for each token id, the top-k
+// Next-token table (Token Recycling style, docs/design.md §2): for each token id, the top-k
 // next tokens the target proposed at verified positions, updated online. Pure C++.
 #pragma once
 

@@ -53,7 +53,7 @@ struct TokenTree {
   std::string Validate() const;
 };
 
-// Tree attention through sequence ids (DESIGN.md §3): leaf j of the tree (in
+// Tree attention through sequence ids (docs/design.md §3): leaf j of the tree (in
 // Leaves() order) gets sequence id j; each node is tagged with the ids of every
 // leaf in its subtree. The first id of each node is the one llama.cpp uses for
 // the node's mask row; it must be a leaf under the node.

@@ -1,4 +1,4 @@
-// Verification of a proposal tree against the target (DESIGN.md §1 step 5).
+// Verification of a proposal tree against the target (docs/design.md §1 step 5).
 // Pure C++: the engine adapts the target's logits into the callbacks below.
 #pragma once
 
