@@ -1,5 +1,5 @@
-// The decoding engine: one loop (draft -> prune -> retrieve -> graft -> verify ->
-// commit), every method a configuration of it (DESIGN.md §1).
+// The decoding engine: one loop (propose -> verify -> learn -> commit), every method
+// a proposer that builds the tree the target verifies (draft, prune, retrieve, graft).
 //
 //   Engine engine(target, draft_or_null, {.n_ctx = 4096});
 //   GenerateRequest req{.prompt = tokens, .n_predict = 128};
@@ -52,6 +52,9 @@ struct EngineConfig {
   // default: batched and single-token kernels round differently, so a reused prefix
   // can flip a near-tie and the same request would not always give the same output.
   bool reuse_prefix = false;
+  // Where graft's cost profiles are cached (graft/cost_profile.h); "" = the default
+  // ($GRAFT_PROFILE_DIR, else ~/.cache/graft/profiles).
+  std::string profile_dir;
 };
 
 struct DecodeOptions {
@@ -59,7 +62,8 @@ struct DecodeOptions {
   int32_t tree_budget = 16;     // N: nodes per verification pass, root included
   int32_t draft_max = 6;        // deepest draft level (chain: its length)
   int32_t draft_min = 0;        // chain: skip drafts shorter than this
-  float draft_p_min = 0.0f;     // chain: stop when the draft's top-1 prob is below
+  float draft_p_min = 0.0f;     // draft methods: a drafted token whose draft probability is
+                                // below this is not proposed (llama.cpp's --draft-p-min)
   int32_t draft_topk = 4;       // tree: children per expanded node
   int32_t draft_frontier = 4;   // tree: nodes expanded per level (K)
   PruneOptions prune;           // pruned / graft
@@ -68,11 +72,11 @@ struct DecodeOptions {
   // corpus) already expects at least this many accepted tokens (calibrated); the
   // draft pass is the main cost on CPU. 0 = always draft.
   float skip_draft_gain = 2.0f;
-  // graft: choose each step's tree size from the measured cost of a target pass per
-  // tree size (timed once per engine, then tracked) and run the draft model only
-  // while it raises throughput (src/engine/cost_model.h). false = fixed budget.
+  // graft: choose each step's tree size from the cost of a target pass per tree size
+  // (the cached cost profile, graft/cost_profile.h) and run the draft model only while
+  // it raises modelled throughput (src/engine/cost_model.h). Deterministic: the same
+  // request, seed and profile give the same tokens. false = fixed budget, always draft.
   bool adaptive = true;
-  bool use_history = true;      // suffix / graft: include earlier requests' outputs
   bool learn = true;            // update history, next-token table and calibration
 };
 
@@ -104,7 +108,7 @@ struct GenerationStats {
   SourceCounts per_source[kNumSources];
   double t_prefill_ms = 0, t_draft_ms = 0, t_retrieve_ms = 0, t_graft_ms = 0;
   double t_verify_ms = 0, t_commit_ms = 0, t_decode_ms = 0;  // decode = all after prefill
-  double t_calibrate_ms = 0;  // graft: one-time cost-curve timing (first request of an engine)
+  double t_calibrate_ms = 0;  // graft: cost-profile measurement (only when none was cached)
   std::string stop_reason;  // "eog", "length", "cancelled", "context"
 
   // Sums every count and time of `other` into this (stop_reason: other's). O(1).
@@ -139,6 +143,12 @@ class Engine {
   void Validate(const DecodeOptions& options) const;
 
   GenerateResult Generate(const GenerateRequest& request, const DecodeOptions& options);
+
+  // Loads the cost profile graft's policy uses (graft/cost_profile.h), measuring it
+  // first when none is cached for these models on this machine. Returns the ms spent
+  // measuring (0 when it was cached or already loaded). The first adaptive graft
+  // request does this itself; a server calls it before taking requests.
+  double PrepareCostProfile();
 
   const Model& target() const;
   const Model* draft() const;

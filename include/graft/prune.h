@@ -1,5 +1,6 @@
-// Calibrated pruning of a proposal tree (DESIGN.md §1 step 2) and the dynamic-depth
-// rule the drafter uses between draft levels. Pure C++: no llama.h.
+// Calibrated pruning of a proposal tree (step 2 of the algorithm: drop nodes worth
+// less than a verification slot). Pure C++: no llama.h. The drafter applies the same
+// threshold between levels (dynamic depth, src/engine/drafter.cc).
 #pragma once
 
 #include <cstdint>
@@ -31,16 +32,5 @@ struct PruneOptions {
 // Cost: O(n) plus O(n log n) when max_nodes binds. Deep copy of the kept nodes.
 TokenTree Prune(const TokenTree& in, const PruneOptions& options, const Calibration& calibration,
                 std::vector<int32_t>* kept_index = nullptr);
-
-// Dynamic depth: true when drafting another level cannot produce a node that Prune
-// would keep. `best_frontier_calibrated_prob` is the largest a(child) the next level
-// could reach, i.e. max over frontier nodes of a(frontier) (optionally times the
-// calibrated acceptance of its best child edge); since a never grows along a path,
-// once it is below min_accept_prob every deeper node would be pruned. O(1).
-bool ShouldStopDrafting(double best_frontier_calibrated_prob, const PruneOptions& options);
-
-// Same, and also stops when the next level (`next_depth`) would exceed max_depth.
-bool ShouldStopDrafting(double best_frontier_calibrated_prob, int next_depth,
-                        const PruneOptions& options);
 
 }  // namespace graft

@@ -299,7 +299,6 @@ RunStatus Harness::Run(const std::vector<BenchPrompt>& prompts, const HarnessCal
       for (size_t ci = 0; ci < configs_.size() && !stopped(); ++ci) {
         DecodeOptions d = impl.Options(configs_[ci]);
         d.learn = false;
-        d.use_history = false;
         req.sampling = impl.Sampling(configs_[ci], -1, rep);
         engines[ci]->Generate(req, d);
         ev.warmup = true;

@@ -6,49 +6,24 @@
 
 namespace graft {
 
-namespace {
-constexpr double kVerifyEma = 0.2;  // weight of a new observation of one size
-}  // namespace
-
-CostModel::CostModel(int32_t max_tree) : max_tree_(std::max(1, max_tree)), ms_(max_tree_ + 1, 0.0) {
-  // Until calibrated: one unit per pass plus 0.4 per extra node (the shape of
-  // the CPU curves measured here); only ratios matter for BestSize.
-  for (int32_t n = 1; n <= max_tree_; ++n) ms_[n] = 1.0 + 0.4 * (n - 1);
+CostModel::CostModel(std::vector<double> verify_ms, std::vector<double> draft_ms)
+    : verify_ms_(std::move(verify_ms)), draft_ms_(std::move(draft_ms)) {
+  GRAFT_CHECK(verify_ms_.size() >= 2, "empty verify cost curve");
+  for (size_t n = 1; n < verify_ms_.size(); ++n) GRAFT_CHECK(verify_ms_[n] > 0, "verify cost must be positive");
+  for (size_t n = 1; n < draft_ms_.size(); ++n) GRAFT_CHECK(draft_ms_[n] > 0, "draft cost must be positive");
 }
 
-void CostModel::SetVerifyCurve(std::vector<std::pair<int32_t, double>> points) {
-  GRAFT_CHECK(!points.empty(), "empty cost curve");
-  std::sort(points.begin(), points.end());
-  for (int32_t n = 1; n <= max_tree_; ++n) {
-    auto hi = std::lower_bound(points.begin(), points.end(), std::make_pair(n, -1.0));
-    if (hi != points.end() && hi->first == n) {
-      ms_[n] = hi->second;
-    } else if (hi == points.begin()) {
-      ms_[n] = hi->second * n / hi->first;
-    } else if (hi == points.end()) {
-      const auto& b = points.back();
-      const double slope = points.size() >= 2
-          ? (b.second - points[points.size() - 2].second) / (b.first - points[points.size() - 2].first)
-          : b.second / b.first;
-      ms_[n] = b.second + std::max(0.0, slope) * (n - b.first);
-    } else {
-      const auto& lo = *(hi - 1);
-      const double t = static_cast<double>(n - lo.first) / (hi->first - lo.first);
-      ms_[n] = lo.second + t * (hi->second - lo.second);
-    }
-  }
-  calibrated_ = true;
+double CostModel::At(const std::vector<double>& ms, int32_t n) {
+  const int32_t last = static_cast<int32_t>(ms.size()) - 1;
+  if (n <= 1) return ms[1];
+  if (n <= last) return ms[n];
+  const int32_t from = std::max(1, last - 4);
+  const double slope = last > from ? (ms[last] - ms[from]) / (last - from) : ms[last];
+  return ms[last] + std::max(0.0, slope) * (n - last);
 }
-
-void CostModel::ObserveVerify(int32_t n, double ms) {
-  if (n < 1 || n > max_tree_ || !(ms > 0)) return;
-  ms_[n] = (1 - kVerifyEma) * ms_[n] + kVerifyEma * ms;
-}
-
-double CostModel::VerifyMs(int32_t n) const { return ms_[std::clamp(n, 1, max_tree_)]; }
 
 int32_t CostModel::BestSize(std::span<const double> a, double fixed_ms, int32_t max_n) const {
-  const int32_t limit = std::min<int32_t>({static_cast<int32_t>(a.size()) + 1, max_n, max_tree_});
+  const int32_t limit = std::min<int32_t>(static_cast<int32_t>(a.size()) + 1, max_n);
   double gain = 1.0;
   int32_t best = 1;
   double best_rate = gain / (fixed_ms + VerifyMs(1));
@@ -61,12 +36,6 @@ int32_t CostModel::BestSize(std::span<const double> a, double fixed_ms, int32_t 
     }
   }
   return best;
-}
-
-void DraftGate::Reset() {
-  rate_[0] = rate_[1] = 0;
-  seen_[0] = seen_[1] = 0;
-  step_ = 0;
 }
 
 bool DraftGate::ShouldDraft() {

@@ -24,7 +24,9 @@ struct DraftParams {
   int32_t max_depth = 6;      // deepest level
   int32_t topk = 4;           // children per expanded node
   int32_t frontier = 4;       // nodes expanded per level
-  float p_min = 0.0f;         // stop when the best frontier path score is below
+  // A child whose draft probability is below p_min is not proposed, so a chain stops
+  // at the first token the draft is unsure of (llama.cpp's --draft-p-min). 0 = off.
+  float p_min = 0.0f;
   // Calibrated mode (pruned / graft): frontier nodes are ranked and stopped by the
   // calibrated path acceptance a(node) instead of the raw score, nodes with
   // a < min_accept expand no further, and drafting stops when none is left
@@ -36,9 +38,6 @@ struct DraftParams {
 class Drafter {
  public:
   explicit Drafter(Context* ctx) : ctx_(ctx) {}
-
-  // Forgets the draft cache (a new request whose prefix differs).
-  void Reset() { ctx_->Truncate(0); }
 
   // Builds a draft tree rooted at committed.back() into `tree` (Reset by the caller's
   // root). `committed` = all committed tokens, root last. Returns the number of draft

@@ -1,6 +1,7 @@
 // End-to-end engine tests on real GGUF models: greedy losslessness of every method
 // (tiny random pair; and the default Qwen pair when GRAFT_TEST_REAL_PAIR is not 0),
-// sampling losslessness (chi-square against ar), and bad-input errors.
+// sampling losslessness (chi-square against ar), reproducibility of graft, and
+// bad-input errors. Prompts come from the fixtures in tests/data.
 #include <gtest/gtest.h>
 
 #include "common/test_models.h"
@@ -23,13 +24,13 @@ using graft::testing::ModelPath;
 
 std::string DataDir() {
   const char* src = std::getenv("GRAFT_SOURCE_DIR");
-  return std::string(src ? src : ".") + "/../shared/data";
+  return std::string(src ? src : ".") + "/tests/data";
 }
 
 // The first `per_category` first-turn prompts of each Spec-Bench category group.
 std::vector<std::string> SpecBenchPrompts(int per_category) {
   std::ifstream in(DataDir() + "/spec_bench/question.jsonl");
-  EXPECT_TRUE(in.good()) << "missing " << DataDir();
+  if (!in.good()) ADD_FAILURE() << "missing fixture " << DataDir() << "/spec_bench/question.jsonl";
   std::map<std::string, int> seen;
   std::vector<std::string> out;
   std::string line;
@@ -57,12 +58,48 @@ float GapAfter(const Model& m, const std::vector<Token>& ctx) {
   return a - b;
 }
 
+// Largest |logit difference| between a batched pass (a chain of n tokens evaluated
+// as one tree, n = 2, 4, 8, 16: the kernel changes at these sizes) and single-token
+// decoding of the same tokens, over every vocabulary entry. Two logits can swap
+// order between the two ways only if their gap is below twice this.
+float BatchedVsSingleDiff(const Model& m, const std::vector<Token>& prompt) {
+  const ContextOptions co{.n_ctx = 1024, .n_batch = 512, .n_threads = 2, .n_seq_max = 16, .max_tree = 16};
+  Context single(m, co);
+  const std::vector<Token> prefix(prompt.begin(), prompt.end() - 1);
+  single.Prefill(prefix, false);
+  // The chain: the prompt's last token, then the model's own greedy continuation.
+  std::vector<Token> chain = {prompt.back()};
+  std::vector<std::vector<float>> rows;
+  for (int i = 0; i < 16; ++i) {
+    const float* l = single.Prefill(std::vector<Token>{chain.back()}, true);
+    rows.emplace_back(l, l + m.n_vocab());
+    chain.push_back(static_cast<Token>(std::max_element(l, l + m.n_vocab()) - l));
+  }
+  float worst = 0;
+  for (int n : {2, 4, 8, 16}) {
+    Context batched(m, co);
+    batched.Prefill(prefix, false);
+    TokenTree t;
+    t.Reset(chain[0]);
+    for (int i = 1; i < n; ++i) t.Add(i - 1, chain[i], 1.0f, Source::kDraft);
+    batched.EvalTree(t);
+    for (int i = 0; i < n; ++i) {
+      const float* l = batched.Logits(i);
+      for (int32_t v = 0; v < m.n_vocab(); ++v) worst = std::max(worst, std::fabs(l[v] - rows[i][v]));
+    }
+  }
+  return worst;
+}
+
 struct PairCase {
   std::string target, draft;
   int prompts_per_category;
   int n_predict;
-  float epsilon;  // a divergence is allowed where the target's top-2 gap is below this
-  double max_divergence_rate;  // share of runs allowed to diverge at such near-ties
+  // A divergence is allowed where the target's top-2 gap is below
+  // 2 x BatchedVsSingleDiff (measured in the test), and at most this share of runs may
+  // diverge at all.
+  double max_divergence_rate;
+  double min_chain_tau;  // chain's mean tokens per pass must stay at least this (0 = unchecked)
 };
 
 void CheckGreedyLossless(const PairCase& pc, const std::vector<Method>& methods) {
@@ -74,6 +111,7 @@ void CheckGreedyLossless(const PairCase& pc, const std::vector<Method>& methods)
   const std::string index = (std::filesystem::temp_directory_path() / ("graft_engine_test_" + std::to_string(getpid()) + ".idx")).string();
   {
     std::ifstream in(DataDir() + "/code_edit/edit_eval.jsonl");
+    ASSERT_TRUE(in.good()) << "missing fixture " << DataDir() << "/code_edit/edit_eval.jsonl";
     std::vector<Token> corpus;
     std::string line;
     for (int i = 0; i < 40 && std::getline(in, line); ++i) {
@@ -89,6 +127,7 @@ void CheckGreedyLossless(const PairCase& pc, const std::vector<Method>& methods)
   cfg.max_tree = 32;
   cfg.index_path = index;
   Engine engine(*target, draft.get(), cfg);
+  const float epsilon = std::max(1e-3f, 2 * BatchedVsSingleDiff(*target, Encode(*target, prompts[0])));
   int total = 0, diverged = 0;
   float max_gap = 0;  // largest top-2 gap at a divergence
   std::map<std::string, double> tau;
@@ -121,16 +160,17 @@ void CheckGreedyLossless(const PairCase& pc, const std::vector<Method>& methods)
       const float gap = GapAfter(*target, ctx);
       max_gap = std::max(max_gap, gap);
       ++diverged;
-      EXPECT_LT(gap, pc.epsilon) << MethodName(m) << " diverged from ar at token " << k << " with a clear top-2 gap "
+      EXPECT_LT(gap, epsilon) << MethodName(m) << " diverged from ar at token " << k << " with a clear top-2 gap "
                                  << gap << " on prompt: " << p.substr(0, 60);
     }
   }
   std::filesystem::remove(index);
   std::string taus;
   for (const auto& [k, v] : tau) taus += " " + k + "=" + std::to_string(v).substr(0, 4);
-  printf("[lossless] %s: %d runs, %d diverged at near-ties (largest top-2 gap there %.3f); mean tau:%s\n",
-         pc.target.c_str(), total, diverged, max_gap, taus.c_str());
+  printf("[lossless] %s: %d runs, %d diverged at near-ties (largest top-2 gap there %.3f, allowed %.3f); mean tau:%s\n",
+         pc.target.c_str(), total, diverged, max_gap, epsilon, taus.c_str());
   EXPECT_LE(diverged, pc.max_divergence_rate * total);
+  if (pc.min_chain_tau > 0) EXPECT_GE(tau["chain"], pc.min_chain_tau) << "chain's draft acceptance collapsed";
 }
 
 std::vector<Method> SpeculativeMethods() {
@@ -141,18 +181,97 @@ std::vector<Method> SpeculativeMethods() {
 
 TEST(EngineTest, GreedyLosslessTinyPair) {
   // F32 weights: batched and single-token logits agree to 2.5e-4, no near-tie flips.
-  CheckGreedyLossless({"tiny-target.gguf", "tiny-draft.gguf", 4, 24, 1e-3f, 0.0}, SpeculativeMethods());
+  // The tiny draft and target are unrelated random networks: the draft is never
+  // accepted (tau 1.00), so its tau is checked with the target as its own draft below.
+  CheckGreedyLossless({"tiny-target.gguf", "tiny-draft.gguf", 4, 24, 0.0, 0.0}, SpeculativeMethods());
+}
+
+// With the target as its own draft every drafted token should be accepted (F32: the
+// draft's single-token logits equal the target's batched ones to ~1e-4): a chain of
+// draft_max tokens gives tau ~ draft_max + 1. A drafter that loses track of its KV
+// cache, or a commit that keeps the wrong cells, drops tau at once.
+TEST(EngineTest, ChainWithTheTargetAsDraftAcceptsNearlyAll) {
+  auto target = Model::Load(ModelPath("tiny-target.gguf"));
+  auto draft = Model::Load(ModelPath("tiny-target.gguf"));
+  EngineConfig cfg;
+  cfg.n_ctx = 1024;
+  cfg.max_tree = 16;
+  Engine engine(*target, draft.get(), cfg);
+  GenerationStats total;
+  for (const std::string& p : SpecBenchPrompts(1)) {
+    GenerateRequest req;
+    req.prompt = Encode(*target, p);
+    req.n_predict = 48;
+    DecodeOptions o{.method = Method::kChain, .tree_budget = 8, .draft_max = 6};
+    o.learn = false;
+    total.Add(engine.Generate(req, o).stats);
+  }
+  printf("[chain, target as draft] tau %.2f, acceptance %.3f over %d passes\n", total.tau(), total.acceptance(),
+         total.n_passes);
+  EXPECT_GE(total.acceptance(), 0.95);
+  EXPECT_GE(total.tau(), 6.0);
 }
 
 TEST(EngineTest, GreedyLosslessDefaultPair) {
   const char* env = std::getenv("GRAFT_TEST_REAL_PAIR");
   if (env != nullptr && std::string(env) == "0") GTEST_SKIP() << "GRAFT_TEST_REAL_PAIR=0";
-  // Q4_K: batched and single-token passes differ by up to ~0.75 in a logit (see
-  // backend_test), so greedy outputs may part where the top-2 gap is below that; a
-  // measured run had 41 of 192 runs part, every one at a gap below 0.25. Every
-  // divergence must sit at a gap below 0.5 logits; how many is reported, not bounded.
-  CheckGreedyLossless({"qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", 4, 16, 0.5f, 1.0},
+  // Q4_K: batched and single-token passes differ by up to ~0.65 in a logit here, so
+  // greedy outputs may part where the top-2 gap is below twice that. Measured runs of
+  // this test: 41 of 192 runs parted (AMD EPYC, before the proposer redesign) and 46 of
+  // 192 (Intel Xeon, 2026-11-30), every one at a gap below 0.34; chain's tau was 3.60.
+  // Bounds: at most 35% of runs may part, and chain keeps tau >= 2.5.
+  CheckGreedyLossless({"qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", 4, 16,
+                       0.35, 2.5},
                       SpeculativeMethods());
+}
+
+// Same models + same requests + same seed + same cost profile -> the same tokens,
+// greedy and sampled, for graft (whose policy used to follow wall-clock timings).
+// Two fresh engines run the same sequence of requests, so what they learn along the
+// way (calibration, history, the draft gate) must evolve identically too.
+void CheckReproducible(const std::string& target_file, const std::string& draft_file, int n_predict) {
+  auto target = Model::Load(ModelPath(target_file));
+  auto draft = Model::Load(ModelPath(draft_file));
+  const auto prompts = SpecBenchPrompts(1);
+  ASSERT_GE(prompts.size(), 6u);
+  auto run = [&] {
+    EngineConfig cfg;
+    cfg.n_ctx = 2048;
+    cfg.max_tree = 32;
+    Engine engine(*target, draft.get(), cfg);
+    // Tokens, then the decisions behind them: passes, nodes verified, draft steps.
+    std::vector<std::vector<Token>> out;
+    for (float temp : {0.0f, 0.8f}) {
+      for (size_t i = 0; i < 3; ++i) {
+        GenerateRequest req;
+        req.prompt = Encode(*target, prompts[i]);
+        req.n_predict = n_predict;
+        req.sampling.temperature = temp;
+        req.sampling.seed = 1234 + i;
+        const GenerateResult r = engine.Generate(req, DecodeOptions{.method = Method::kGraft});
+        out.push_back(r.tokens);
+        out.push_back({r.stats.n_passes, static_cast<Token>(r.stats.nodes_verified), r.stats.n_draft_steps});
+      }
+    }
+    return out;
+  };
+  const auto a = run();
+  const auto b = run();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); i += 2) {
+    const std::string what = "request " + std::to_string(i / 2) + (i < 6 ? " (greedy)" : " (T = 0.8)");
+    EXPECT_GE(a[i].size(), 8u) << what << " gave almost nothing to compare";
+    EXPECT_EQ(a[i], b[i]) << what << ": tokens differ between runs";
+    EXPECT_EQ(a[i + 1], b[i + 1]) << what << ": passes / nodes verified / draft steps differ between runs";
+  }
+}
+
+TEST(EngineTest, GraftIsReproducibleTinyPair) { CheckReproducible("tiny-target.gguf", "tiny-draft.gguf", 48); }
+
+TEST(EngineTest, GraftIsReproducibleDefaultPair) {
+  const char* env = std::getenv("GRAFT_TEST_REAL_PAIR");
+  if (env != nullptr && std::string(env) == "0") GTEST_SKIP() << "GRAFT_TEST_REAL_PAIR=0";
+  CheckReproducible("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", 24);
 }
 
 // Two-sample chi-square over the joint distribution of the first two tokens.

@@ -1,44 +1,68 @@
-// Method names and the statistics' arithmetic and text form (engine.h).
+// The method table (names, needs, proposer factories) and the statistics'
+// arithmetic and text form (engine.h).
 #include <algorithm>
 #include <cstdio>
 
+#include "engine/proposer.h"
 #include "graft/engine.h"
 #include "graft/error.h"
 
 namespace graft {
 
+namespace {
+
+// The method table: adding a method = an enum value, a proposer file and a row here.
+struct MethodInfo {
+  Method method;
+  const char* name;
+  bool needs_draft;
+  std::unique_ptr<Proposer> (*make)(EngineState& es, Method m);
+};
+
+constexpr MethodInfo kMethods[] = {
+    {Method::kAr, "ar", false, [](EngineState&, Method) { return MakeArProposer(); }},
+    {Method::kChain, "chain", true, MakeDraftProposer},
+    {Method::kTree, "tree", true, MakeDraftProposer},
+    {Method::kPruned, "pruned", true, MakeDraftProposer},
+    {Method::kPld, "pld", false, MakeRetrievalProposer},
+    {Method::kSuffix, "suffix", false, MakeRetrievalProposer},
+    {Method::kRest, "rest", false, MakeRetrievalProposer},
+    {Method::kRecycle, "recycle", false, MakeRetrievalProposer},
+    {Method::kGraft, "graft", true, [](EngineState& es, Method) { return MakeGraftProposer(es); }},
+    {Method::kOracle, "oracle", false, [](EngineState&, Method) { return MakeOracleProposer(); }},
+};
+
+const MethodInfo& Info(Method m) {
+  for (const MethodInfo& info : kMethods) {
+    if (info.method == m) return info;
+  }
+  throw Error("internal error: method " + std::to_string(static_cast<int>(m)) + " is not in the method table");
+}
+
+}  // namespace
+
 Method ParseMethod(const std::string& name) {
-  for (Method m : AllMethods()) {
-    if (MethodName(m) == name) return m;
+  std::string names;
+  for (const MethodInfo& info : kMethods) {
+    if (info.name == name) return info.method;
+    if (info.method != Method::kOracle) names += std::string(names.empty() ? "" : ", ") + info.name;
   }
-  if (name == "oracle") return Method::kOracle;
-  throw Error("unknown method '" + name + "'; choose one of ar, chain, tree, pruned, pld, suffix, rest, recycle, graft");
+  throw Error("unknown method '" + name + "'; choose one of " + names);
 }
 
-std::string MethodName(Method m) {
-  switch (m) {
-    case Method::kAr: return "ar";
-    case Method::kChain: return "chain";
-    case Method::kTree: return "tree";
-    case Method::kPruned: return "pruned";
-    case Method::kPld: return "pld";
-    case Method::kSuffix: return "suffix";
-    case Method::kRest: return "rest";
-    case Method::kRecycle: return "recycle";
-    case Method::kGraft: return "graft";
-    case Method::kOracle: return "oracle";
-  }
-  return "?";
-}
+std::string MethodName(Method m) { return Info(m).name; }
 
-bool MethodNeedsDraft(Method m) {
-  return m == Method::kChain || m == Method::kTree || m == Method::kPruned || m == Method::kGraft;
-}
+bool MethodNeedsDraft(Method m) { return Info(m).needs_draft; }
 
 std::vector<Method> AllMethods() {
-  return {Method::kAr,     Method::kChain, Method::kTree,    Method::kPruned, Method::kPld,
-          Method::kSuffix, Method::kRest,  Method::kRecycle, Method::kGraft};
+  std::vector<Method> out;
+  for (const MethodInfo& info : kMethods) {
+    if (info.method != Method::kOracle) out.push_back(info.method);
+  }
+  return out;
 }
+
+std::unique_ptr<Proposer> MakeProposer(EngineState& es, Method m) { return Info(m).make(es, m); }
 
 void GenerationStats::Add(const GenerationStats& b) {
   n_prompt += b.n_prompt;

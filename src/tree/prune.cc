@@ -55,14 +55,4 @@ TokenTree Prune(const TokenTree& in, const PruneOptions& options, const Calibrat
   return out;
 }
 
-bool ShouldStopDrafting(double best_frontier_calibrated_prob, const PruneOptions& options) {
-  return !(best_frontier_calibrated_prob >= static_cast<double>(options.min_accept_prob));
-}
-
-bool ShouldStopDrafting(double best_frontier_calibrated_prob, int next_depth,
-                        const PruneOptions& options) {
-  return next_depth > options.max_depth ||
-         ShouldStopDrafting(best_frontier_calibrated_prob, options);
-}
-
 }  // namespace graft

@@ -1,4 +1,4 @@
-// Tests for Prune and ShouldStopDrafting.
+// Tests for Prune.
 #include "graft/prune.h"
 
 #include <gtest/gtest.h>
@@ -106,37 +106,6 @@ TEST(PruneTest, InvariantsRandomised) {
           EXPECT_TRUE(a[i] < o.min_accept_prob || in.depth[i] > o.max_depth);
         }
       }
-    }
-  }
-}
-
-TEST(PruneTest, ShouldStopDrafting) {
-  PruneOptions o;
-  o.min_accept_prob = 0.1f;
-  o.max_depth = 4;
-  EXPECT_FALSE(ShouldStopDrafting(0.5, o));
-  EXPECT_FALSE(ShouldStopDrafting(0.1f, o));  // the threshold itself passes
-  EXPECT_TRUE(ShouldStopDrafting(0.09, o));
-  EXPECT_TRUE(ShouldStopDrafting(std::nan(""), o));
-  EXPECT_FALSE(ShouldStopDrafting(0.5, 4, o));
-  EXPECT_TRUE(ShouldStopDrafting(0.5, 5, o));
-}
-
-// Drafting further is useless exactly when Prune would drop every next-level node.
-TEST(PruneTest, StopRuleAgreesWithPrune) {
-  std::mt19937_64 rng(5);
-  Calibration c;
-  PruneOptions o;
-  o.min_accept_prob = 0.2f;
-  for (int iter = 0; iter < 200; ++iter) {
-    TokenTree t = testing::RandomTree(rng, 30, 4);
-    const auto a = PathAcceptance(t, c);
-    double best = 0;
-    for (int32_t i : t.Leaves()) best = std::max(best, a[i]);
-    if (ShouldStopDrafting(best, o)) {
-      for (int32_t leaf : t.Leaves()) t.Add(leaf, 1000, 1.0f, Source::kDraft);
-      const TokenTree out = Prune(t, o, c);
-      for (int32_t j = 0; j < out.size(); ++j) EXPECT_NE(out.token[j], 1000);
     }
   }
 }

@@ -25,6 +25,8 @@ void ModelFlags::Add(CLI::App* app) {
   app->add_option("-t,--threads", threads, "CPU threads")->check(CLI::Range(1, 512));
   app->add_option("-c,--ctx-size", ctx, "context size in tokens (prompt + output + one tree)")
       ->check(CLI::Range(64, 1 << 20));
+  app->add_option("--profile-dir", profile_dir,
+                  "where cost profiles are cached (default: $GRAFT_PROFILE_DIR, else ~/.cache/graft/profiles)");
   app->add_flag("-v,--verbose", verbose, "print llama.cpp's log");
 }
 
@@ -35,7 +37,10 @@ void DecodeFlags::Add(CLI::App* app) {
   app->add_option("--tree-budget", tree_budget, "verification budget N: tree nodes per target pass, root included");
   app->add_option("--draft-max", draft_max, "deepest draft level (chain: draft length)");
   app->add_option("--draft-min", draft_min, "chain: minimum draft length");
-  app->add_option("--draft-p-min", draft_p_min, "chain: stop drafting below this draft probability");
+  app->add_option("--draft-p-min", draft_p_min,
+                  "draft methods: do not propose a drafted token whose draft probability is below this "
+                  "(a chain stops there, as llama.cpp's --draft-p-min)")
+      ->check(CLI::Range(0.0, 1.0));
   app->add_option("--draft-topk", draft_topk, "tree: children per expanded draft node");
   app->add_option("--draft-frontier", draft_frontier, "tree: draft nodes expanded per level");
   app->add_option("--prune-p-min", prune_p_min, "pruned/graft: drop nodes whose calibrated acceptance is below");
@@ -76,7 +81,7 @@ SamplingParams DecodeFlags::ToSampling() const {
   return p;
 }
 
-LoadedModels LoadModels(const ModelFlags& flags, int32_t max_tree) {
+LoadedModels LoadModelFiles(const ModelFlags& flags) {
   SetBackendVerbose(flags.verbose);
   LoadedModels out;
   const bool default_pair = flags.target.empty();
@@ -87,12 +92,22 @@ LoadedModels LoadModels(const ModelFlags& flags, int32_t max_tree) {
     out.draft = Model::Load(draft_path);
     CheckDraftCompatible(*out.target, *out.draft);
   }
+  return out;
+}
+
+EngineConfig MakeEngineConfig(const ModelFlags& flags, int32_t max_tree) {
   EngineConfig cfg;
   cfg.n_ctx = flags.ctx;
   cfg.n_threads = flags.threads;
   cfg.max_tree = max_tree;
   cfg.index_path = flags.index;
-  out.engine = std::make_unique<Engine>(*out.target, out.draft.get(), cfg);
+  cfg.profile_dir = flags.profile_dir;
+  return cfg;
+}
+
+LoadedModels LoadModels(const ModelFlags& flags, int32_t max_tree) {
+  LoadedModels out = LoadModelFiles(flags);
+  out.engine = std::make_unique<Engine>(*out.target, out.draft.get(), MakeEngineConfig(flags, max_tree));
   return out;
 }
 

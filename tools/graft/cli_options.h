@@ -24,6 +24,7 @@ struct ModelFlags {
   std::string index;        // --index
   int32_t threads = 2;      // -t
   int32_t ctx = 4096;       // -c
+  std::string profile_dir;  // --profile-dir; "" = default cache folder
   bool verbose = false;     // -v
   void Add(CLI::App* app);
 };
@@ -56,5 +57,9 @@ struct LoadedModels {
   std::unique_ptr<Engine> engine;
 };
 LoadedModels LoadModels(const ModelFlags& flags, int32_t max_tree);
+// The engine settings these flags ask for.
+EngineConfig MakeEngineConfig(const ModelFlags& flags, int32_t max_tree);
+// The models alone (engine left null).
+LoadedModels LoadModelFiles(const ModelFlags& flags);
 
 }  // namespace graft::cli

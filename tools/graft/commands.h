@@ -16,6 +16,7 @@ void AddGenerateCommand(CLI::App& app, std::function<int()>* run);
 void AddIndexCommand(CLI::App& app, std::function<int()>* run);
 void AddBenchCommand(CLI::App& app, std::function<int()>* run);
 void AddServeCommand(CLI::App& app, std::function<int()>* run);
+void AddTuneCommand(CLI::App& app, std::function<int()>* run);
 
 // The prompt as the model should see it: through the model's chat template unless
 // `raw` (then BOS + text).

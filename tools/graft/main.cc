@@ -1,5 +1,5 @@
 // graft: speculative decoding that drafts less and retrieves more.
-//   graft generate | bench | index | serve   (graft <command> --help)
+//   graft generate | bench | index | serve | tune   (graft <command> --help)
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   graft::cli::AddIndexCommand(app, &run);
   graft::cli::AddBenchCommand(app, &run);
   graft::cli::AddServeCommand(app, &run);
+  graft::cli::AddTuneCommand(app, &run);
   // llama.cpp spells the draft model "-md"; CLI11 allows one-letter short names only.
   std::vector<std::string> args;
   for (int i = argc - 1; i >= 1; --i) {

@@ -93,13 +93,16 @@ int RunServe(const ServeFlags& f) {
   lm.engine->Validate(defaults);
   std::vector<std::unique_ptr<Engine>> engines;
   engines.push_back(std::move(lm.engine));
-  EngineConfig cfg;
-  cfg.n_ctx = f.models.ctx;
-  cfg.n_threads = f.models.threads;
-  cfg.max_tree = max_budget;
-  cfg.index_path = f.models.index;
+  const EngineConfig cfg = MakeEngineConfig(f.models, max_budget);
   for (int32_t i = 1; i < f.parallel; ++i) engines.push_back(std::make_unique<Engine>(*lm.target, lm.draft.get(), cfg));
   if (signals.fired()) return 0;
+  // graft's cost profile before the first request, not during it (measured once per
+  // machine, then read from the cache).
+  if (defaults.method == Method::kGraft && defaults.adaptive) {
+    double measured_ms = 0;
+    for (auto& e : engines) measured_ms += e->PrepareCostProfile();
+    if (measured_ms > 0) fprintf(stderr, "graft serve: measured the cost profile in %.1f s\n", measured_ms / 1000);
+  }
 
   server::ServerOptions so;
   so.host = f.host;

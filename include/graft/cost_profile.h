@@ -1,0 +1,63 @@
+// What this machine charges for a target or draft pass, by the number of rows in it.
+//
+// The graft policy sizes trees and decides whether to draft from these curves, so
+// they are measured once per (model files, threads, machine, llama.cpp build) and
+// cached on disk: two runs with the same profile take the same decisions and, with
+// the same seed, produce the same tokens. `graft tune` re-measures on demand.
+//
+//   CostProfile p = LoadOrMeasureCostProfile(target, draft, {.n_threads = 2});
+//   p.verify_ms[16]   // ms of one target pass over 16 rows
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graft/backend.h"
+
+namespace graft {
+
+struct CostProfileOptions {
+  int32_t n_threads = 2;
+  int32_t max_rows = 32;     // largest target pass measured (N = 1..max_rows)
+  int32_t max_draft_rows = 8;  // largest draft pass measured
+  int32_t prefix = 256;      // tokens already in the cache when a pass is timed
+  int32_t repeats = 3;       // passes per size; the median is kept
+  // Cache folder; "" = $GRAFT_PROFILE_DIR, else $HOME/.cache/graft/profiles.
+  std::string dir;
+};
+
+struct CostProfile {
+  // Everything the curves depend on, as text (models' names, sizes and vocabulary
+  // fingerprints, threads, CPU, llama.cpp build). Profiles with equal keys are
+  // interchangeable; the file name is a hash of it.
+  std::string key;
+  std::vector<double> verify_ms;  // [max_rows + 1]; [n] = one target pass over n rows; [0] = 0
+  std::vector<double> draft_ms;   // [max_draft_rows + 1]; draft passes; empty without a draft
+  std::string measured_at;        // ISO date of the measurement
+};
+
+// The cache key for these models on this machine (see CostProfile::key).
+std::string CostProfileKey(const Model& target, const Model* draft, const CostProfileOptions& options);
+
+// Path of the cached profile for `key` in `options.dir` (or its default).
+std::string CostProfilePath(const std::string& key, const CostProfileOptions& options);
+
+// Times passes over random trees of 1..max_rows nodes on a scratch context of each
+// model (median of `repeats`, after a warm-up), rounded to 1 us. About
+// repeats x (sum of the pass times): 41 s for the default 1.5B + 0.5B pair on a
+// 2-core Xeon (the target alone ~30 s).
+CostProfile MeasureCostProfile(const Model& target, const Model* draft, const CostProfileOptions& options);
+
+// Writes `profile` atomically (temporary file, then rename) to CostProfilePath.
+// Throws graft::Error naming the file when it cannot.
+void SaveCostProfile(const CostProfile& profile, const CostProfileOptions& options);
+
+// The cached profile for these models, or a fresh measurement (then saved) when there
+// is none, it is unreadable, or it lacks sizes that `options` asks for. A profile
+// that cannot be saved is still returned (a warning goes to stderr). `measured_ms`,
+// when not null, receives the time spent measuring (0 when loaded).
+CostProfile LoadOrMeasureCostProfile(const Model& target, const Model* draft, const CostProfileOptions& options,
+                                     double* measured_ms = nullptr);
+
+}  // namespace graft

@@ -1,0 +1,97 @@
+// The cost profile cache on the tiny model: measured once, then reloaded exactly;
+// a corrupt, foreign or short file is measured again; an unwritable folder still
+// yields a profile.
+#include "graft/cost_profile.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/test_models.h"
+#include "graft/error.h"
+
+namespace graft {
+namespace {
+
+namespace fs = std::filesystem;
+using graft::testing::ModelPath;
+
+class CostProfileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    target_ = Model::Load(ModelPath("tiny-target.gguf"));
+    draft_ = Model::Load(ModelPath("tiny-draft.gguf"));
+    dir_ = fs::temp_directory_path() / ("graft_profile_test_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    o_.dir = dir_.string();
+    o_.max_rows = 8;
+    o_.max_draft_rows = 4;
+    o_.prefix = 32;
+    o_.repeats = 1;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::unique_ptr<Model> target_, draft_;
+  fs::path dir_;
+  CostProfileOptions o_;
+};
+
+TEST_F(CostProfileTest, MeasuredOnceThenReloadedExactly) {
+  double ms = -1;
+  const CostProfile a = LoadOrMeasureCostProfile(*target_, draft_.get(), o_, &ms);
+  EXPECT_GT(ms, 0.0);
+  ASSERT_EQ(a.verify_ms.size(), 9u);
+  ASSERT_EQ(a.draft_ms.size(), 5u);
+  for (size_t n = 1; n < a.verify_ms.size(); ++n) EXPECT_GT(a.verify_ms[n], 0.0) << n;
+  EXPECT_TRUE(fs::exists(CostProfilePath(a.key, o_)));
+  const CostProfile b = LoadOrMeasureCostProfile(*target_, draft_.get(), o_, &ms);
+  EXPECT_EQ(ms, 0.0);  // loaded, not measured
+  EXPECT_EQ(a.verify_ms, b.verify_ms);  // bit for bit: decisions depend on them
+  EXPECT_EQ(a.draft_ms, b.draft_ms);
+  EXPECT_EQ(a.key, b.key);
+  // No temporaries are left beside it.
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir_)) files += e.is_regular_file();
+  EXPECT_EQ(files, 1);
+}
+
+TEST_F(CostProfileTest, KeyNamesWhatTheCurvesDependOn) {
+  const std::string k = CostProfileKey(*target_, draft_.get(), o_);
+  EXPECT_NE(k.find("threads 2"), std::string::npos) << k;
+  CostProfileOptions one = o_;
+  one.n_threads = 1;
+  EXPECT_NE(CostProfilePath(k, o_), CostProfilePath(CostProfileKey(*target_, draft_.get(), one), o_));
+  EXPECT_NE(k, CostProfileKey(*target_, nullptr, o_));
+}
+
+TEST_F(CostProfileTest, BadOrShortFilesAreMeasuredAgain) {
+  double ms = 0;
+  const CostProfile a = LoadOrMeasureCostProfile(*target_, draft_.get(), o_, &ms);
+  const std::string path = CostProfilePath(a.key, o_);
+  for (const std::string& junk : {std::string("{not json"), std::string("{\"version\": 1}"), std::string("")}) {
+    std::ofstream(path, std::ios::trunc) << junk;
+    LoadOrMeasureCostProfile(*target_, draft_.get(), o_, &ms);
+    EXPECT_GT(ms, 0.0) << "accepted a broken profile: " << junk;
+  }
+  // A profile with fewer sizes than asked for is measured again too.
+  CostProfileOptions more = o_;
+  more.max_rows = 12;
+  const CostProfile c = LoadOrMeasureCostProfile(*target_, draft_.get(), more, &ms);
+  EXPECT_GT(ms, 0.0);
+  EXPECT_EQ(c.verify_ms.size(), 13u);
+}
+
+TEST_F(CostProfileTest, UnwritableFolderStillGivesAProfile) {
+  CostProfileOptions o = o_;
+  o.dir = "/proc/graft-cannot-write-here";
+  double ms = 0;
+  const CostProfile p = LoadOrMeasureCostProfile(*target_, nullptr, o, &ms);
+  EXPECT_EQ(p.verify_ms.size(), 9u);
+  EXPECT_TRUE(p.draft_ms.empty());
+  EXPECT_THROW(SaveCostProfile(p, o), Error);
+}
+
+}  // namespace
+}  // namespace graft

@@ -1,0 +1,63 @@
+// Draft-model methods: `chain` (a linear draft, as llama.cpp's speculative decoding),
+// `tree` (a dense EAGLE-2 style tree) and `pruned` (the tree drafted and pruned by
+// calibrated acceptance, with dynamic depth).
+#include "engine/proposer.h"
+#include "graft/prune.h"
+
+namespace graft {
+namespace {
+
+class DraftProposer final : public Proposer {
+ public:
+  DraftProposer(EngineState& es, Method method) : es_(es), method_(method) {}
+
+  void Propose(RequestState& rs, const StepLimits& limits, TokenTree* tree) override {
+    const DecodeOptions& o = rs.options;
+    DraftParams dp;
+    dp.max_depth = std::min(o.draft_max, limits.max_depth);
+    if (dp.max_depth < 1) return;
+    dp.budget = limits.budget;
+    dp.p_min = o.draft_p_min;
+    if (method_ == Method::kChain) {
+      dp.topk = 1;
+      dp.frontier = 1;
+      dp.budget = std::min(limits.budget, dp.max_depth + 1);
+    } else {
+      dp.topk = o.draft_topk;
+      dp.frontier = o.draft_frontier;
+    }
+    if (method_ == Method::kPruned) {
+      dp.calibration = &es_.calibration;
+      dp.min_accept = o.prune.min_accept_prob;
+    }
+    DraftTree(es_, rs, dp, tree);
+    drafted_ = true;
+    ScopedMs t(&rs.stats->t_draft_ms);
+    if (method_ == Method::kChain && tree->size() - 1 < o.draft_min) tree->Reset(tree->token[0]);
+    if (method_ == Method::kPruned) {
+      PruneOptions po = o.prune;
+      po.max_depth = std::min(po.max_depth, dp.max_depth);
+      std::vector<int32_t> kept;
+      *tree = Prune(*tree, po, es_.calibration, &kept);
+      es_.drafter->Remap(kept);
+    }
+  }
+
+  void Commit(RequestState&, const VerifyResult& vr, const std::vector<Token>&) override {
+    if (drafted_) es_.drafter->Commit(vr.accepted);
+    drafted_ = false;
+  }
+
+ private:
+  EngineState& es_;
+  Method method_;
+  bool drafted_ = false;  // the drafter holds this step's tree: commit its cache
+};
+
+}  // namespace
+
+std::unique_ptr<Proposer> MakeDraftProposer(EngineState& es, Method method) {
+  return std::make_unique<DraftProposer>(es, method);
+}
+
+}  // namespace graft

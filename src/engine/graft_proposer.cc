@@ -1,0 +1,143 @@
+// `graft`: retrieve first; draft a calibrated, pruned tree only when retrieval alone
+// does not promise enough and drafting has paid on this machine (DraftGate); retrieve
+// again under the best kept nodes and graft into the freed slots; then keep the tree
+// size that maximises expected tokens per ms under the cached cost profile.
+#include <algorithm>
+
+#include "engine/proposer.h"
+#include "graft/prune.h"
+
+namespace graft {
+namespace {
+
+class GraftProposer final : public Proposer {
+ public:
+  explicit GraftProposer(EngineState& es) : es_(es) {}
+
+  void Begin(RequestState& rs) override {
+    es_.request.Reset(rs.request.prompt);
+    cost_ = rs.options.adaptive ? &es_.Costs(&rs.stats->t_calibrate_ms) : nullptr;
+  }
+
+  void Propose(RequestState& rs, const StepLimits& limits, TokenTree* tree) override {
+    const DecodeOptions& o = rs.options;
+    drafted_ = false;
+    draft_ms_ = 0;
+    bool skip_draft = false;
+    // Retrieve first: when the request, history and corpus indexes already promise
+    // enough, or when drafting has not paid lately, the draft model sits this step out.
+    if (o.skip_draft_gain > 0 || cost_ != nullptr) {
+      Retrieve(rs, limits, *tree, {0}, limits.budget - 1);
+      GraftRetrieved(rs, limits, tree);
+      skip_draft = (cost_ != nullptr && !gate_.ShouldDraft()) ||
+                   (o.skip_draft_gain > 0 && ExpectedAcceptedLength(*tree, es_.calibration) >= o.skip_draft_gain);
+      if (!skip_draft) tree->Reset(tree->token[0]);
+    }
+    if (!skip_draft) {
+      Draft(rs, limits, tree);
+      Retrieve(rs, limits, *tree, BestNodes(*tree, o.retrieve_nodes), limits.budget - tree->size());
+      GraftRetrieved(rs, limits, tree);
+    }
+    if (cost_ != nullptr) KeepBestSize(rs, limits, tree);
+    tree_size_ = tree->size();
+  }
+
+  void Learn(RequestState&, const TokenTree& tree, const VerifyResult& vr,
+             const std::function<const float*(int32_t)>& logits) override {
+    LearnNextTokens(es_, tree, vr, logits);
+  }
+
+  void Commit(RequestState&, const VerifyResult& vr, const std::vector<Token>& emitted) override {
+    if (drafted_) es_.drafter->Commit(vr.accepted);
+    es_.request.Append(emitted);
+    // The gate sees the modelled cost of the step, not its wall time: deterministic.
+    if (cost_ != nullptr) {
+      gate_.Observe(drafted_, static_cast<int32_t>(emitted.size()), draft_ms_ + cost_->VerifyMs(tree_size_));
+    }
+  }
+
+ private:
+  // Queries every retrieval source under each of `nodes` for `slots` candidates.
+  void Retrieve(RequestState& rs, const StepLimits& limits, const TokenTree& tree, const std::vector<int32_t>& nodes,
+                int32_t slots) {
+    if (slots < 1) return;
+    ScopedMs t(&rs.stats->t_retrieve_ms);
+    for (int32_t n : nodes) {
+      query_.Query(es_.request, rs.committed, tree, n, slots);
+      if (es_.datastore) query_.Query(*es_.datastore, rs.committed, tree, n, slots);
+      query_.Query(es_.recycle, rs.committed, tree, n, slots);
+    }
+  }
+
+  void GraftRetrieved(RequestState& rs, const StepLimits& limits, TokenTree* tree) {
+    ScopedMs t(&rs.stats->t_graft_ms);
+    query_.GraftInto(tree, limits.budget, limits.max_depth, rs.options.prune.min_accept_prob, es_.calibration);
+  }
+
+  // A calibrated draft tree, pruned; its modelled cost goes to draft_ms_.
+  void Draft(RequestState& rs, const StepLimits& limits, TokenTree* tree) {
+    const DecodeOptions& o = rs.options;
+    DraftParams dp;
+    dp.max_depth = std::min(o.draft_max, limits.max_depth);
+    if (dp.max_depth < 1) return;
+    dp.budget = limits.budget;
+    dp.topk = o.draft_topk;
+    dp.frontier = o.draft_frontier;
+    dp.p_min = o.draft_p_min;
+    dp.calibration = &es_.calibration;
+    dp.min_accept = o.prune.min_accept_prob;
+    const DraftCall call = DraftTree(es_, rs, dp, tree);
+    drafted_ = true;
+    // Modelled cost: the catch-up pass over the tokens the draft cache lacked, then
+    // one pass per level over at most `frontier` rows.
+    if (cost_ != nullptr) draft_ms_ = cost_->DraftMs(call.catch_up) + (call.passes - 1) * cost_->DraftMs(dp.frontier);
+    ScopedMs t(&rs.stats->t_draft_ms);
+    PruneOptions po = o.prune;
+    po.max_depth = std::min(po.max_depth, dp.max_depth);
+    std::vector<int32_t> kept;
+    *tree = Prune(*tree, po, es_.calibration, &kept);
+    es_.drafter->Remap(kept);
+  }
+
+  // The root and the `n` kept nodes most likely to be accepted, most likely first.
+  std::vector<int32_t> BestNodes(const TokenTree& tree, int32_t n) const {
+    const std::vector<double> acc = PathAcceptance(tree, es_.calibration);
+    std::vector<int32_t> nodes(tree.size());
+    for (int32_t i = 0; i < tree.size(); ++i) nodes[i] = i;
+    std::stable_sort(nodes.begin() + 1, nodes.end(), [&](int32_t x, int32_t y) { return acc[x] > acc[y]; });
+    nodes.resize(std::min<size_t>(nodes.size(), 1 + n));
+    return nodes;
+  }
+
+  // Keeps the tree size that maximises expected tokens per ms of this step.
+  void KeepBestSize(RequestState& rs, const StepLimits& limits, TokenTree* tree) {
+    if (tree->size() <= 1) return;
+    ScopedMs t(&rs.stats->t_graft_ms);
+    const std::vector<double> acc = PathAcceptance(*tree, es_.calibration);
+    std::vector<double> sorted(acc.begin() + 1, acc.end());
+    std::stable_sort(sorted.begin(), sorted.end(), std::greater<>());
+    const int32_t n_best = cost_->BestSize(sorted, draft_ms_, limits.budget);
+    if (n_best >= tree->size()) return;
+    PruneOptions keep;
+    keep.min_accept_prob = 0.0f;
+    keep.max_depth = 1 << 30;
+    keep.max_nodes = n_best;
+    std::vector<int32_t> kept;
+    *tree = Prune(*tree, keep, es_.calibration, &kept);
+    if (drafted_) es_.drafter->Remap(kept);
+  }
+
+  EngineState& es_;
+  const CostModel* cost_ = nullptr;  // null = fixed budget, always draft (--fixed-budget)
+  DraftGate gate_;                    // lives for the engine: learns across requests
+  Retrieval query_;
+  bool drafted_ = false;   // this step's tree came from the drafter: commit its cache
+  double draft_ms_ = 0;    // modelled draft cost of this step
+  int32_t tree_size_ = 1;  // nodes verified this step
+};
+
+}  // namespace
+
+std::unique_ptr<Proposer> MakeGraftProposer(EngineState& es) { return std::make_unique<GraftProposer>(es); }
+
+}  // namespace graft

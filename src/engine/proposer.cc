@@ -1,0 +1,99 @@
+// Building blocks shared by the proposers, and the plain-decoding proposer.
+#include "engine/proposer.h"
+
+#include <algorithm>
+
+#include "engine/topk.h"
+
+namespace graft {
+namespace {
+
+constexpr int32_t kContextTail = 64;  // context tokens handed to retrieval sources
+constexpr int32_t kRecycleK = 8;      // top-k of verification logits fed to the table
+
+// ar: the tree is the root alone, so each pass emits the target's next token.
+class ArProposer final : public Proposer {
+ public:
+  void Propose(RequestState&, const StepLimits&, TokenTree*) override {}
+};
+
+}  // namespace
+
+std::vector<Token> Retrieval::ContextFor(const std::vector<Token>& committed, const TokenTree& tree, int32_t node) {
+  const size_t from = committed.size() > kContextTail ? committed.size() - kContextTail : 0;
+  std::vector<Token> ctx(committed.begin() + from, committed.end());
+  const std::vector<Token> path = tree.PathTokens(node);
+  ctx.insert(ctx.end(), path.begin() + 1, path.end());
+  return ctx;
+}
+
+void Retrieval::Query(const RetrievalSource& src, const std::vector<Token>& committed, const TokenTree& tree,
+                      int32_t node, int32_t nodes) {
+  if (nodes < 1) return;
+  CandidateTrie trie;
+  src.Query(ContextFor(committed, tree, node), nodes, &trie);
+  Add(std::move(trie), node, src.source());
+}
+
+void Retrieval::Add(CandidateTrie trie, int32_t node, Source source) {
+  if (trie.empty()) return;
+  tries_.push_back(std::move(trie));
+  requests_.push_back({node, nullptr, source});
+}
+
+int32_t Retrieval::GraftInto(TokenTree* tree, int32_t budget, int32_t max_depth, float min_accept,
+                             const Calibration& calibration) {
+  if (requests_.empty()) return 0;
+  for (size_t i = 0; i < requests_.size(); ++i) requests_[i].trie = &tries_[i];
+  GraftOptions go;
+  go.min_accept_prob = min_accept;
+  go.max_depth = max_depth;
+  const int32_t added = GraftMany(tree, requests_, budget, calibration, go);
+  requests_.clear();
+  tries_.clear();
+  return added;
+}
+
+DraftCall DraftTree(EngineState& es, RequestState& rs, const DraftParams& params, TokenTree* tree) {
+  GenerationStats& st = *rs.stats;
+  const std::vector<Token>& prompt = rs.request.prompt;
+  const int32_t prompt_end = static_cast<int32_t>(prompt.size()) - 1;
+  if (es.dctx->n_past() < prompt_end) {
+    double ms = 0;
+    {
+      ScopedMs t(&ms);
+      es.dctx->Prefill(TokenSpan(prompt).subspan(es.dctx->n_past(), prompt_end - es.dctx->n_past()), false);
+    }
+    st.t_prefill_ms += ms;
+    rs.lazy_prefill_ms += ms;
+  }
+  ScopedMs t(&st.t_draft_ms);
+  const int32_t in_cache = std::min(es.dctx->n_past(), static_cast<int32_t>(rs.committed.size()) - 1);
+  DraftCall call;
+  call.catch_up = static_cast<int32_t>(rs.committed.size()) - in_cache;
+  call.passes = es.drafter->Draft(rs.committed, params, tree);
+  st.n_draft_passes += call.passes;
+  ++st.n_draft_steps;
+  return call;
+}
+
+void LearnNextTokens(EngineState& es, const TokenTree& tree, const VerifyResult& vr,
+                     const std::function<const float*(int32_t)>& logits) {
+  std::vector<std::pair<float, Token>> topk;
+  std::vector<Token> tokens;
+  std::vector<float> probs;
+  for (int32_t node : vr.accepted) {
+    TopKSoftmax(logits(node), es.target.n_vocab(), kRecycleK, &topk);
+    tokens.clear();
+    probs.clear();
+    for (const auto& [p, t] : topk) {
+      tokens.push_back(t);
+      probs.push_back(p);
+    }
+    es.recycle.Update(tree.token[node], tokens, probs);
+  }
+}
+
+std::unique_ptr<Proposer> MakeArProposer() { return std::make_unique<ArProposer>(); }
+
+}  // namespace graft

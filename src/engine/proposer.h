@@ -1,0 +1,152 @@
+// The step's seam: every decoding method is a Proposer that builds the tree one
+// target pass verifies. The loop (engine.cc) never asks which method it runs:
+//
+//   Begin(request)                once per request, after the prompt's prefill
+//   Propose(step, &tree)          tree = root (the last committed token) + proposals
+//   <one target pass, verification>
+//   Learn(step, tree, verdict)    after verification, before the target cache commits
+//   Commit(step, verdict)         the accepted path is committed; follow it
+//
+// State that outlives a request (history, next-token table, calibration, the draft
+// cache, the cost profile) is in EngineState, shared by the proposers; a proposer
+// object lives as long as its engine, so it may keep its own learned state too
+// (graft's draft gate). Adding a method = one proposer file + a row in methods.cc.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "engine/cost_model.h"
+#include "engine/drafter.h"
+#include "graft/backend.h"
+#include "graft/calibration.h"
+#include "graft/candidates.h"
+#include "graft/engine.h"
+#include "graft/graft.h"
+#include "graft/retrieval_datastore.h"
+#include "graft/retrieval_next_token.h"
+#include "graft/retrieval_pld.h"
+#include "graft/retrieval_suffix.h"
+#include "graft/tree.h"
+#include "graft/verify.h"
+
+namespace graft {
+
+// Adds the wall time of its scope to `*total_ms`.
+class ScopedMs {
+ public:
+  explicit ScopedMs(double* total_ms) : total_(total_ms), t0_(std::chrono::steady_clock::now()) {}
+  ~ScopedMs() { *total_ += Elapsed(); }
+  double Elapsed() const {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count();
+  }
+
+ private:
+  double* total_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+// What an Engine owns and every proposer may use. Lives for the engine.
+struct EngineState {
+  EngineState(const Model& target, const Model* draft, const EngineConfig& config);
+
+  const Model& target;
+  const Model* draft;  // may be null
+  EngineConfig config;
+  std::unique_ptr<Context> tctx;      // target KV cache: sequence 0 = committed tokens
+  std::unique_ptr<Context> dctx;      // draft KV cache (null without a draft)
+  std::unique_ptr<Drafter> drafter;   // over dctx
+  std::unique_ptr<Datastore> datastore;  // corpus index (null without --index)
+  HistoryIndex history;      // earlier outputs of this engine
+  NextTokenTable recycle;    // successors seen in the target's verification logits
+  Calibration calibration;   // acceptance per (source, confidence, depth), all requests
+  RequestRetriever request;  // this request's prompt + output, merged with `history`
+  PromptLookup pld;
+  std::optional<CostModel> cost;  // graft's cost curves, loaded on first use (Costs())
+  std::vector<Token> tctx_tokens;  // tokens in the target cache (prefix reuse)
+
+  // The cost curves of this engine's models on this machine (cached profile, measured
+  // once if missing; the measuring time is added to `*calibrate_ms`).
+  const CostModel& Costs(double* calibrate_ms);
+};
+
+// One request in flight: what the loop and the proposers share for its duration.
+struct RequestState {
+  const GenerateRequest& request;
+  const DecodeOptions& options;
+  std::vector<Token> committed;  // prompt + emitted tokens; back() = the next root
+  int32_t generated = 0;         // tokens emitted so far
+  GenerationStats* stats;
+  double lazy_prefill_ms = 0;    // prefill done inside the decode loop (the draft's prompt)
+};
+
+// Limits of one step, from the options and the room left in the context.
+struct StepLimits {
+  int32_t budget;     // nodes in the tree at most, root included (>= 1)
+  int32_t max_depth;  // deepest node allowed (>= 0)
+};
+
+class Proposer {
+ public:
+  virtual ~Proposer() = default;
+  virtual void Begin(RequestState& rs) {}
+  // `tree` holds just the root on entry; add proposals (at most limits.budget nodes).
+  virtual void Propose(RequestState& rs, const StepLimits& limits, TokenTree* tree) = 0;
+  // After verification, before the target cache commits. `logits(node)` is the target's
+  // row for a verified node. Calibration is recorded by the loop, not here.
+  virtual void Learn(RequestState& rs, const TokenTree& tree, const VerifyResult& vr,
+                     const std::function<const float*(int32_t)>& logits) {}
+  // After the commit: `emitted` = the tokens the step committed (accepted + bonus).
+  virtual void Commit(RequestState& rs, const VerifyResult& vr, const std::vector<Token>& emitted) {}
+};
+
+// --- Building blocks shared by proposers -------------------------------------------
+
+// Retrieval queries of one step: each adds a trie to graft under a tree node.
+class Retrieval {
+ public:
+  // The last kContextTail committed tokens + the path root..node (root excluded).
+  static std::vector<Token> ContextFor(const std::vector<Token>& committed, const TokenTree& tree, int32_t node);
+  // Queries `src` for at most `nodes` candidates continuing `node`'s path. O(query).
+  void Query(const RetrievalSource& src, const std::vector<Token>& committed, const TokenTree& tree, int32_t node,
+             int32_t nodes);
+  // Adds a ready trie (e.g. the oracle's) under `node`.
+  void Add(CandidateTrie trie, int32_t node, Source source);
+  // Grafts every queued trie into `tree` (GraftMany, at most `budget` nodes) and clears
+  // the queue. Returns the nodes added.
+  int32_t GraftInto(TokenTree* tree, int32_t budget, int32_t max_depth, float min_accept,
+                    const Calibration& calibration);
+
+ private:
+  std::vector<CandidateTrie> tries_;
+  std::vector<GraftRequest> requests_;  // [i] grafts tries_[i]
+};
+
+// The draft model's side of a request: its copy of the prompt is prefilled lazily (a
+// method may never draft), billed as prefill; drafting catches the rest up.
+// `tree` must hold just the root.
+struct DraftCall {
+  int32_t passes;    // draft decode calls, the catch-up included
+  int32_t catch_up;  // rows of the catch-up pass (committed tokens the cache lacked)
+};
+DraftCall DraftTree(EngineState& es, RequestState& rs, const DraftParams& params, TokenTree* tree);
+
+// Feeds the next-token table from the target's rows of the accepted nodes. O(accepted x V).
+void LearnNextTokens(EngineState& es, const TokenTree& tree, const VerifyResult& vr,
+                     const std::function<const float*(int32_t)>& logits);
+
+// Factories, one per proposer file.
+std::unique_ptr<Proposer> MakeArProposer();
+std::unique_ptr<Proposer> MakeDraftProposer(EngineState& es, Method method);  // chain, tree, pruned
+std::unique_ptr<Proposer> MakeRetrievalProposer(EngineState& es, Method method);  // pld, suffix, rest, recycle
+std::unique_ptr<Proposer> MakeOracleProposer();
+std::unique_ptr<Proposer> MakeGraftProposer(EngineState& es);
+
+// The proposer for `method` (methods.cc: the method table).
+std::unique_ptr<Proposer> MakeProposer(EngineState& es, Method method);
+
+}  // namespace graft

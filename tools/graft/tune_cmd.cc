@@ -1,0 +1,63 @@
+// graft tune: measure this machine's cost profile (a target pass over N = 1..32 rows,
+// a draft pass over 1..8) and cache it, so that graft's decisions are the same on
+// every later run. `graft generate` measures it on first use when none is cached.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli_options.h"
+#include "commands.h"
+#include "graft/cost_profile.h"
+
+namespace graft::cli {
+namespace {
+
+struct TuneFlags {
+  ModelFlags models;
+  int32_t max_rows = 32;
+  int32_t max_draft_rows = 8;
+  int32_t repeats = 3;
+  bool json = false;
+};
+
+int RunTune(const TuneFlags& f) {
+  LoadedModels m = LoadModelFiles(f.models);
+  CostProfileOptions o;
+  o.n_threads = f.models.threads;
+  o.max_rows = f.max_rows;
+  o.max_draft_rows = f.max_draft_rows;
+  o.repeats = f.repeats;
+  o.dir = f.models.profile_dir;
+  fprintf(stderr, "measuring passes over 1..%d rows (%d repeats each)...\n", o.max_rows, o.repeats);
+  const CostProfile p = MeasureCostProfile(*m.target, m.draft.get(), o);
+  SaveCostProfile(p, o);
+  const std::string path = CostProfilePath(p.key, o);
+  if (f.json) {
+    printf("%s\n", nlohmann::json{{"path", path}, {"key", p.key}, {"verify_ms", p.verify_ms}, {"draft_ms", p.draft_ms}}
+                       .dump(1)
+                       .c_str());
+    return 0;
+  }
+  printf("profile %s\n  %s\n\n", path.c_str(), p.key.c_str());
+  printf("%4s  %10s  %8s  %10s  %8s\n", "rows", "target ms", "x 1 row", "draft ms", "x 1 row");
+  for (size_t n = 1; n < p.verify_ms.size(); ++n) {
+    printf("%4zu  %10.2f  %8.2f", n, p.verify_ms[n], p.verify_ms[n] / p.verify_ms[1]);
+    if (n < p.draft_ms.size()) printf("  %10.2f  %8.2f", p.draft_ms[n], p.draft_ms[n] / p.draft_ms[1]);
+    printf("\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddTuneCommand(CLI::App& app, std::function<int()>* run) {
+  auto flags = std::make_shared<TuneFlags>();
+  CLI::App* cmd = app.add_subcommand("tune", "measure and cache this machine's cost profile (pass cost by rows)");
+  flags->models.Add(cmd);
+  cmd->add_option("--max-rows", flags->max_rows, "largest target pass measured")->check(CLI::Range(1, 256));
+  cmd->add_option("--max-draft-rows", flags->max_draft_rows, "largest draft pass measured")->check(CLI::Range(1, 256));
+  cmd->add_option("--repeats", flags->repeats, "passes per size (the median is kept)")->check(CLI::Range(1, 100));
+  cmd->add_flag("--json", flags->json, "print the profile as JSON");
+  cmd->callback([flags, run] { *run = [flags] { return RunTune(*flags); }; });
+}
+
+}  // namespace graft::cli
