@@ -23,8 +23,9 @@ fi
 
 # Sanitizer run. Only graft's own code is instrumented (llama.cpp comes prebuilt
 # from .venv). -O1 keeps the instrumented tests fast; Debug keeps assert() on.
-# Model-heavy tests (engine, backend, bench harness, server end-to-end) are left out:
-# too slow under instrumentation on 2 cores. cli_test runs the CLI on the tiny models.
+# Model-heavy tests (default-pair engine tests, backend, bench harness, server
+# end-to-end) are left out: too slow under instrumentation on 2 cores. cli_test and the
+# tiny-model engine tests below run the CLI and the engine on the tiny models.
 GRAFT_SKIP_BUILD=1 scripts/setup.sh
 start=$SECONDS
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
@@ -40,5 +41,10 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:abort_on_error=1:print_sta
 rc=0
 ctest --test-dir build-asan --output-on-failure -L unit ${args[@]+"${args[@]}"} || rc=1
 ctest --test-dir build-asan --output-on-failure -R '^cli_test$' ${args[@]+"${args[@]}"} || rc=1
+# The engine on the tiny models: the step, every proposer, the drafter's KV state and the
+# cost profile cache (the default-pair tests are too slow instrumented).
+ctest --test-dir build-asan --output-on-failure \
+  -R '^(DrafterTest|CostProfileTest)\.|^EngineTest\.(GreedyLosslessTinyPair|ChainWithTheTargetAsDraft|GraftIsReproducibleTinyPair|BadOptions)' \
+  ${args[@]+"${args[@]}"} || rc=1
 echo "[test.sh --asan] build + tests: $((SECONDS - start)) s"
 exit "$rc"
