@@ -2,7 +2,6 @@
 // `tree` (a dense EAGLE-2 style tree) and `pruned` (the tree drafted and pruned by
 // calibrated acceptance, with dynamic depth).
 #include "engine/proposer.h"
-#include "graft/prune.h"
 
 namespace graft {
 namespace {
@@ -13,34 +12,18 @@ class DraftProposer final : public Proposer {
 
   void Propose(RequestState& rs, const StepLimits& limits, TokenTree* tree) override {
     const DecodeOptions& o = rs.options;
-    DraftParams dp;
-    dp.max_depth = std::min(o.draft_max, limits.max_depth);
+    DraftParams dp = DraftParamsFor(o, limits, method_ == Method::kPruned ? &es_.calibration : nullptr);
     if (dp.max_depth < 1) return;
-    dp.budget = limits.budget;
-    dp.p_min = o.draft_p_min;
     if (method_ == Method::kChain) {
       dp.topk = 1;
       dp.frontier = 1;
       dp.budget = std::min(limits.budget, dp.max_depth + 1);
-    } else {
-      dp.topk = o.draft_topk;
-      dp.frontier = o.draft_frontier;
-    }
-    if (method_ == Method::kPruned) {
-      dp.calibration = &es_.calibration;
-      dp.min_accept = o.prune.min_accept_prob;
     }
     DraftTree(es_, rs, dp, tree);
     drafted_ = true;
     ScopedMs t(&rs.stats->t_draft_ms);
     if (method_ == Method::kChain && tree->size() - 1 < o.draft_min) tree->Reset(tree->token[0]);
-    if (method_ == Method::kPruned) {
-      PruneOptions po = o.prune;
-      po.max_depth = std::min(po.max_depth, dp.max_depth);
-      std::vector<int32_t> kept;
-      *tree = Prune(*tree, po, es_.calibration, &kept);
-      es_.drafter->Remap(kept);
-    }
+    if (method_ == Method::kPruned) PruneDraft(es_, o, dp.max_depth, tree);
   }
 
   void Commit(RequestState&, const VerifyResult& vr, const std::vector<Token>&) override {

@@ -76,27 +76,15 @@ class GraftProposer final : public Proposer {
 
   // A calibrated draft tree, pruned; its modelled cost goes to draft_ms_.
   void Draft(RequestState& rs, const StepLimits& limits, TokenTree* tree) {
-    const DecodeOptions& o = rs.options;
-    DraftParams dp;
-    dp.max_depth = std::min(o.draft_max, limits.max_depth);
+    const DraftParams dp = DraftParamsFor(rs.options, limits, &es_.calibration);
     if (dp.max_depth < 1) return;
-    dp.budget = limits.budget;
-    dp.topk = o.draft_topk;
-    dp.frontier = o.draft_frontier;
-    dp.p_min = o.draft_p_min;
-    dp.calibration = &es_.calibration;
-    dp.min_accept = o.prune.min_accept_prob;
     const DraftCall call = DraftTree(es_, rs, dp, tree);
     drafted_ = true;
     // Modelled cost: the catch-up pass over the tokens the draft cache lacked, then
     // one pass per level over at most `frontier` rows.
     if (cost_ != nullptr) draft_ms_ = cost_->DraftMs(call.catch_up) + (call.passes - 1) * cost_->DraftMs(dp.frontier);
     ScopedMs t(&rs.stats->t_draft_ms);
-    PruneOptions po = o.prune;
-    po.max_depth = std::min(po.max_depth, dp.max_depth);
-    std::vector<int32_t> kept;
-    *tree = Prune(*tree, po, es_.calibration, &kept);
-    es_.drafter->Remap(kept);
+    PruneDraft(es_, rs.options, dp.max_depth, tree);
   }
 
   // The root and the `n` kept nodes most likely to be accepted, most likely first.

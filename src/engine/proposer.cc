@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "engine/topk.h"
+#include "graft/prune.h"
 
 namespace graft {
 namespace {
@@ -52,6 +53,26 @@ int32_t Retrieval::GraftInto(TokenTree* tree, int32_t budget, int32_t max_depth,
   requests_.clear();
   tries_.clear();
   return added;
+}
+
+DraftParams DraftParamsFor(const DecodeOptions& o, const StepLimits& limits, const Calibration* calibration) {
+  DraftParams dp;
+  dp.max_depth = std::min(o.draft_max, limits.max_depth);
+  dp.budget = limits.budget;
+  dp.topk = o.draft_topk;
+  dp.frontier = o.draft_frontier;
+  dp.p_min = o.draft_p_min;
+  dp.calibration = calibration;
+  dp.min_accept = calibration != nullptr ? o.prune.min_accept_prob : 0.0f;
+  return dp;
+}
+
+void PruneDraft(EngineState& es, const DecodeOptions& o, int32_t max_depth, TokenTree* tree) {
+  PruneOptions po = o.prune;
+  po.max_depth = std::min(po.max_depth, max_depth);
+  std::vector<int32_t> kept;
+  *tree = Prune(*tree, po, es.calibration, &kept);
+  es.drafter->Remap(kept);
 }
 
 DraftCall DraftTree(EngineState& es, RequestState& rs, const DraftParams& params, TokenTree* tree) {

@@ -128,6 +128,16 @@ class Retrieval {
 
 // The draft model's side of a request: its copy of the prompt is prefilled lazily (a
 // method may never draft), billed as prefill; drafting catches the rest up.
+// Draft settings for one step from the options: a tree of `draft_topk` children per
+// node and `draft_frontier` nodes per level, at most limits.budget nodes and
+// min(draft_max, limits.max_depth) levels; calibrated (dynamic depth at
+// prune.min_accept_prob) when `calibration` is not null.
+DraftParams DraftParamsFor(const DecodeOptions& o, const StepLimits& limits, const Calibration* calibration);
+
+// Prunes a drafted tree by calibrated acceptance (o.prune, at most `max_depth` deep)
+// and tells the drafter which nodes survived.
+void PruneDraft(EngineState& es, const DecodeOptions& o, int32_t max_depth, TokenTree* tree);
+
 // `tree` must hold just the root.
 struct DraftCall {
   int32_t passes;    // draft decode calls, the catch-up included
