@@ -156,7 +156,6 @@ class Context {
   int32_t n_seq_max_ = 0;
   int32_t max_tree_ = 0;
   int32_t n_past_ = 0;
-  int32_t last_tree_leaves_ = 0;             // leaves of the last EvalTree (seq ids used)
   std::vector<std::vector<int32_t>> last_tree_seqs_;  // [n] leaf ids per node of the last tree
   std::vector<int32_t> last_tree_depth_;              // [n]
 };

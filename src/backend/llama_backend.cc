@@ -323,7 +323,6 @@ void Context::EvalTree(const TokenTree& tree) {
     for (size_t k = 0; k < seqs.size(); ++k) b.seq_id[i][k] = seqs[k];
     b.logits[i] = 1;
   }
-  last_tree_leaves_ = n_leaves;
   DecodeChecked(n, "tree evaluation");
 }
 
@@ -344,7 +343,6 @@ void Context::CommitPath(const std::vector<int32_t>& path) {
   // Scratch leaf sequences other than w were dropped by seq_keep inside CommitSequence.
   last_tree_seqs_.clear();
   last_tree_depth_.clear();
-  last_tree_leaves_ = 0;
 }
 
 void Context::CommitSequence(int32_t seq, int32_t path_len) {

@@ -170,7 +170,9 @@ void CheckGreedyLossless(const PairCase& pc, const std::vector<Method>& methods)
   printf("[lossless] %s: %d runs, %d diverged at near-ties (largest top-2 gap there %.3f, allowed %.3f); mean tau:%s\n",
          pc.target.c_str(), total, diverged, max_gap, epsilon, taus.c_str());
   EXPECT_LE(diverged, pc.max_divergence_rate * total);
-  if (pc.min_chain_tau > 0) EXPECT_GE(tau["chain"], pc.min_chain_tau) << "chain's draft acceptance collapsed";
+  if (pc.min_chain_tau > 0) {
+    EXPECT_GE(tau["chain"], pc.min_chain_tau) << "chain's draft acceptance collapsed";
+  }
 }
 
 std::vector<Method> SpeculativeMethods() {
