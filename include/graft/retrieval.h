@@ -27,6 +27,11 @@ class RetrievalSource {
   // read only the tail they need). out->source = source(). Const: safe to call from
   // several threads as long as nobody mutates the source meanwhile.
   virtual void Query(TokenSpan context, int32_t budget, CandidateTrie* out) const = 0;
+
+  // How many trailing tokens of the context Query reads, so a caller may hand just
+  // those; 0 = all of it. The default covers every count-based source (their matches
+  // are at most RetrievalOptions::max_match = 32 tokens long).
+  virtual int64_t ContextTokens() const { return 64; }
 };
 
 // Shared knobs of the count-based sources (SuffixIndex, Datastore).

@@ -26,6 +26,8 @@ class PromptLookup : public RetrievalSource {
   explicit PromptLookup(const PromptLookupOptions& options = {}) : options_(options) {}
   Source source() const override { return Source::kPld; }
   void Query(TokenSpan context, int32_t budget, CandidateTrie* out) const override;
+  // The whole context by default: a match may lie anywhere in a long prompt.
+  int64_t ContextTokens() const override { return options_.max_scan; }
   const PromptLookupOptions& options() const { return options_; }
 
  private:

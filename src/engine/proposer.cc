@@ -9,7 +9,6 @@
 namespace graft {
 namespace {
 
-constexpr int32_t kContextTail = 64;  // context tokens handed to retrieval sources
 constexpr int32_t kRecycleK = 8;      // top-k of verification logits fed to the table
 
 // ar: the tree is the root alone, so each pass emits the target's next token.
@@ -20,8 +19,9 @@ class ArProposer final : public Proposer {
 
 }  // namespace
 
-std::vector<Token> Retrieval::ContextFor(const std::vector<Token>& committed, const TokenTree& tree, int32_t node) {
-  const size_t from = committed.size() > kContextTail ? committed.size() - kContextTail : 0;
+std::vector<Token> Retrieval::ContextFor(const std::vector<Token>& committed, const TokenTree& tree, int32_t node,
+                                         int64_t tail) {
+  const size_t from = tail > 0 && committed.size() > static_cast<size_t>(tail) ? committed.size() - tail : 0;
   std::vector<Token> ctx(committed.begin() + from, committed.end());
   const std::vector<Token> path = tree.PathTokens(node);
   ctx.insert(ctx.end(), path.begin() + 1, path.end());
@@ -32,7 +32,7 @@ void Retrieval::Query(const RetrievalSource& src, const std::vector<Token>& comm
                       int32_t node, int32_t nodes) {
   if (nodes < 1) return;
   CandidateTrie trie;
-  src.Query(ContextFor(committed, tree, node), nodes, &trie);
+  src.Query(ContextFor(committed, tree, node, src.ContextTokens()), nodes, &trie);
   Add(std::move(trie), node, src.source());
 }
 

@@ -109,9 +109,11 @@ class Proposer {
 // Retrieval queries of one step: each adds a trie to graft under a tree node.
 class Retrieval {
  public:
-  // The last kContextTail committed tokens + the path root..node (root excluded).
-  static std::vector<Token> ContextFor(const std::vector<Token>& committed, const TokenTree& tree, int32_t node);
-  // Queries `src` for at most `nodes` candidates continuing `node`'s path. O(query).
+  // The last `tail` committed tokens (0 = all) + the path root..node (root excluded).
+  static std::vector<Token> ContextFor(const std::vector<Token>& committed, const TokenTree& tree, int32_t node,
+                                       int64_t tail);
+  // Queries `src` for at most `nodes` candidates continuing `node`'s path, handing it
+  // the context it reads (RetrievalSource::ContextTokens). O(query).
   void Query(const RetrievalSource& src, const std::vector<Token>& committed, const TokenTree& tree, int32_t node,
              int32_t nodes);
   // Adds a ready trie (e.g. the oracle's) under `node`.
