@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +13,7 @@
 #include <optional>
 #include <thread>
 
+#include "engine/scoped_ms.h"
 #include "graft/error.h"
 #include "graft/sampling.h"
 
@@ -78,10 +78,12 @@ std::vector<double> MeasureCurve(const Model& model, int32_t max_rows, const Cos
       const Token x = random_token();
       if (t.depth[p] < 8 && t.FindChild(p, x) < 0) t.Add(p, x, 0.5f, Source::kDraft);
     }
-    const auto t0 = std::chrono::steady_clock::now();
-    ctx.EvalTree(t);
-    ctx.Logits(n - 1);  // waits for the pass
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    double ms = 0;
+    {
+      ScopedMs timer(&ms);
+      ctx.EvalTree(t);
+      ctx.Logits(n - 1);  // waits for the pass
+    }
     ctx.CommitPath({0});
     ctx.Truncate(base);
     return ms;
@@ -181,11 +183,13 @@ CostProfile LoadOrMeasureCostProfile(const Model& target, const Model* draft, co
   const std::string key = CostProfileKey(target, draft, o);
   const std::string path = CostProfilePath(key, o);
   if (auto p = TryLoad(path, key, o, draft != nullptr)) return *p;
-  const auto t0 = std::chrono::steady_clock::now();
-  CostProfile p = MeasureCostProfile(target, draft, o);
-  if (measured_ms != nullptr) {
-    *measured_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  double ms = 0;
+  CostProfile p;
+  {
+    ScopedMs timer(&ms);
+    p = MeasureCostProfile(target, draft, o);
   }
+  if (measured_ms != nullptr) *measured_ms = ms;
   try {
     SaveCostProfile(p, o);
   } catch (const Error& e) {

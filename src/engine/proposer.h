@@ -13,7 +13,6 @@
 // (graft's draft gate). Adding a method = one proposer file + a row in methods.cc.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -21,6 +20,7 @@
 #include <vector>
 
 #include "engine/cost_model.h"
+#include "engine/scoped_ms.h"
 #include "engine/drafter.h"
 #include "graft/backend.h"
 #include "graft/calibration.h"
@@ -35,20 +35,6 @@
 #include "graft/verify.h"
 
 namespace graft {
-
-// Adds the wall time of its scope to `*total_ms`.
-class ScopedMs {
- public:
-  explicit ScopedMs(double* total_ms) : total_(total_ms), t0_(std::chrono::steady_clock::now()) {}
-  ~ScopedMs() { *total_ += Elapsed(); }
-  double Elapsed() const {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count();
-  }
-
- private:
-  double* total_;
-  std::chrono::steady_clock::time_point t0_;
-};
 
 // What an Engine owns and every proposer may use. Lives for the engine.
 struct EngineState {
