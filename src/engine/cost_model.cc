@@ -38,23 +38,56 @@ int32_t CostModel::BestSize(std::span<const double> a, double fixed_ms, int32_t 
   return best;
 }
 
-bool DraftGate::ShouldDraft() {
-  ++step_;
-  if (seen_[1] < 2) return true;   // try drafting first (it is the usual winner on GPUs)
-  if (seen_[0] < 2) return false;  // then without
-  const bool best = rate_[1] >= rate_[0];
-  // A clear loser (30% slower) is re-tried 4x less often: exploring costs a slow step.
-  const double lo = std::min(rate_[0], rate_[1]), hi = std::max(rate_[0], rate_[1]);
-  const int64_t period = lo < 0.7 * hi ? 4 * explore_every_ : explore_every_;
-  return step_ % period == 0 ? !best : best;
+double CostModel::DraftCatchUpMs(int32_t rows) const {
+  if (draft_ms_.size() < 2 || rows <= 1) return 0.0;
+  const int32_t last = static_cast<int32_t>(draft_ms_.size()) - 1;
+  const double ms = rows <= last ? draft_ms_[rows] : rows * (draft_ms_[last] / last);
+  return std::max(0.0, ms - draft_ms_[1]);
 }
 
-void DraftGate::Observe(bool drafted, int32_t tokens, double ms) {
+double DraftGate::DraftRate(const CostModel& cost, double alpha, int32_t max_depth, int32_t level_rows) {
+  double best = 0, tokens = 1, p = 1;
+  for (int32_t d = 1; d <= max_depth; ++d) {
+    p *= alpha;
+    tokens += p;
+    const double ms = cost.DraftMs(1) + (d - 1) * cost.DraftMs(level_rows) + cost.VerifyMs(d + 1);
+    best = std::max(best, tokens / ms);
+  }
+  return best;
+}
+
+bool DraftGate::Pays(const CostModel& cost, double alpha, int32_t max_depth, int32_t level_rows, int32_t catch_up,
+                     int32_t remaining) const {
+  const double r_retrieve = RetrievalRate(cost);
+  const double r_draft = DraftRate(cost, alpha, max_depth, level_rows);
+  if (!(r_draft > r_retrieve)) return false;
+  // ms saved over the rest of the request against the draft's catch-up.
+  const double saved = std::max(0, remaining) * (1.0 / r_retrieve - 1.0 / r_draft);
+  return saved > cost.DraftCatchUpMs(catch_up);
+}
+
+bool DraftGate::ShouldDraft(const CostModel& cost, int32_t max_depth, int32_t level_rows, int32_t catch_up,
+                            int32_t remaining) {
+  ++step_;
+  if (max_depth < 1) return false;
+  if (Pays(cost, Accept(), max_depth, level_rows, catch_up, remaining)) return true;
+  if (step_ < next_explore_) return false;
+  next_explore_ *= 2;
+  return Pays(cost, o_.max_accept, max_depth, level_rows, catch_up, remaining);
+}
+
+void DraftGate::ObserveDraft(int32_t levels, int32_t accepted) {
+  for (int32_t i = 0; i < levels; ++i) {
+    levels_ = o_.forget * levels_ + 1;
+    accepted_ = o_.forget * accepted_ + (i < accepted ? 1 : 0);
+  }
+}
+
+void DraftGate::ObserveRetrieval(int32_t tokens, double ms) {
   if (!(ms > 0)) return;
-  const int k = drafted ? 1 : 0;
   const double r = tokens / ms;
-  rate_[k] = seen_[k] == 0 ? r : (1 - ema_) * rate_[k] + ema_ * r;
-  ++seen_[k];
+  rate_ = seen_ == 0 ? r : (1 - o_.ema) * rate_ + o_.ema * r;
+  ++seen_;
 }
 
 }  // namespace graft

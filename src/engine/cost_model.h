@@ -8,7 +8,7 @@
 // a target token. So the tree that maximises throughput is usually small, and the
 // draft model pays only when it is accepted often. CostModel chooses the tree size
 // that maximises expected tokens per millisecond; DraftGate decides whether to run
-// the draft model at all from the throughput it has delivered.
+// the draft model at all from those costs and the acceptance it has observed.
 //
 // Both take only deterministic inputs: the cost curves come from a cached profile
 // (graft/cost_profile.h), not from timing the current run, and the gate is fed
@@ -32,6 +32,10 @@ class CostModel {
   double VerifyMs(int32_t n) const { return At(verify_ms_, n); }
   // The same for a draft pass (0 when no draft curve was given). O(1).
   double DraftMs(int32_t n) const { return draft_ms_.size() < 2 ? 0.0 : At(draft_ms_, n); }
+  // Modelled ms for the draft to catch up on `rows` tokens it lacks, beyond the one row
+  // a draft pass holds anyway: past the measured curve, each row at the per-row cost
+  // of the largest measured pass (batched prefill is cheaper per row; an upper bound).
+  double DraftCatchUpMs(int32_t rows) const;
 
   // `a`: acceptance probabilities of the candidate non-root nodes in descending
   // order (a parents-closed order, e.g. by PathAcceptance). Returns the tree size
@@ -48,26 +52,69 @@ class CostModel {
   std::vector<double> draft_ms_;   // [sizes + 1] or empty
 };
 
-// Whether the draft model pays on this machine: an epsilon-greedy choice between
-// "draft" and "no draft" steps by the tokens per modelled ms each has delivered
-// (exponential moving averages), trying each arm at the start and the other one
-// every `explore_every` steps (4x less often when it is 30% slower) so the estimate
-// follows the text. Deterministic: same observations, same decisions.
+// Whether the draft model pays on this machine, decided per step between two arms:
+// "draft" and "retrieval only". The retrieval arm is never slower than plain decoding
+// (its tree shrinks to the root when nothing promises enough); the draft arm costs a
+// draft pass per level, and the first time in a request its copy of the prompt.
+//
+// - Retrieval arm: its rate is measured, an exponential moving average of the tokens
+//   per modelled ms of its steps (before any, 1 token per 1-row pass).
+// - Draft arm: its rate is modelled, DraftRate() at the draft's per-level acceptance
+//   alpha, a Beta posterior with an optimistic prior (mean `prior_accept`) whose
+//   counts fade by `forget` per observed level, so it follows the text.
+// - Exploit: draft when the modelled draft rate beats the retrieval rate and the time
+//   it saves over the request's remaining tokens covers the draft's catch-up (its
+//   prompt prefill the first time). Explore: otherwise, once at gate steps 32, 64,
+//   128, ... (decaying), draft if an `max_accept` draft would pay by the same test.
+//
+// So where even a draft accepted at `max_accept` per level cannot beat a 1-row pass
+// (measured here: a 0.5B draft level costs 0.54 of a 1.5B target token and two
+// target rows 1.47 of one), the draft is never run and its prompt never prefilled;
+// where it pays (GPUs, cheap drafts) it runs from the first step. Deterministic:
+// the same observations give the same decisions.
+struct DraftGateOptions {
+  double prior_accept = 0.8;  // prior mean of the per-level acceptance (a same-family draft on text it knows)
+  double prior_levels = 4;    // the prior's strength, in observed levels
+  double max_accept = 0.9;    // the best per-level acceptance exploration assumes
+  double forget = 0.97;       // per observed level: the posterior's memory is ~33 levels
+  double ema = 0.15;          // weight of a step in the retrieval arm's rate
+  int64_t first_explore = 32; // first exploration step (then 64, 128, ...)
+};
+
 class DraftGate {
  public:
-  explicit DraftGate(int32_t explore_every = 16, double ema = 0.15) : explore_every_(explore_every), ema_(ema) {}
-  // Decision for the next step. O(1).
-  bool ShouldDraft();
-  // Feeds back one step: whether it drafted, tokens it emitted, its modelled ms. O(1).
-  void Observe(bool drafted, int32_t tokens, double ms);
-  double rate(bool drafted) const { return rate_[drafted ? 1 : 0]; }
+  explicit DraftGate(const DraftGateOptions& options = {}) : o_(options), next_explore_(options.first_explore) {}
+
+  // Decision for the next step. `max_depth`: deepest draft level; `level_rows`: draft
+  // rows per level after the first; `catch_up`: committed tokens the draft's cache
+  // lacks; `remaining`: tokens the request may still emit. O(max_depth).
+  bool ShouldDraft(const CostModel& cost, int32_t max_depth, int32_t level_rows, int32_t catch_up,
+                   int32_t remaining);
+  // A drafted step's outcome: `levels` draft levels tested, `accepted` of them accepted. O(1).
+  void ObserveDraft(int32_t levels, int32_t accepted);
+  // A retrieval-only step: `tokens` emitted in `ms` (modelled). O(1).
+  void ObserveRetrieval(int32_t tokens, double ms);
+
+  // Posterior mean of the per-level acceptance.
+  double Accept() const { return (o_.prior_accept * o_.prior_levels + accepted_) / (o_.prior_levels + levels_); }
+  // Tokens per ms of the retrieval arm (1 / VerifyMs(1) before any observation).
+  double RetrievalRate(const CostModel& cost) const { return seen_ > 0 ? rate_ : 1.0 / cost.VerifyMs(1); }
+  // Expected tokens per ms of a draft step whose levels are each accepted with
+  // probability `alpha`, at its best depth d <= max_depth:
+  //   (1 + alpha + ... + alpha^d) / (DraftMs(1) + (d - 1) DraftMs(level_rows) + VerifyMs(d + 1)).
+  // O(max_depth).
+  static double DraftRate(const CostModel& cost, double alpha, int32_t max_depth, int32_t level_rows);
 
  private:
-  int32_t explore_every_;
-  double ema_;
-  double rate_[2] = {0, 0};  // tokens per ms: [0] no draft, [1] draft
-  int32_t seen_[2] = {0, 0};
+  bool Pays(const CostModel& cost, double alpha, int32_t max_depth, int32_t level_rows, int32_t catch_up,
+            int32_t remaining) const;
+
+  DraftGateOptions o_;
+  double levels_ = 0, accepted_ = 0;  // faded counts of observed draft levels
+  double rate_ = 0;                   // retrieval arm: tokens per ms (EMA)
+  int32_t seen_ = 0;                  // retrieval steps observed
   int64_t step_ = 0;
+  int64_t next_explore_;
 };
 
 }  // namespace graft

@@ -74,28 +74,93 @@ TEST(CostModelTest, NeverStopsJustShortOfAFullRowBlock) {
   EXPECT_EQ(m.BestSize(a, 0.0, 16), 15);
 }
 
-TEST(DraftGateTest, TriesBothThenFollowsTheFasterWithExploration) {
-  DraftGate g(4);
-  int drafts = 0;
-  for (int step = 0; step < 200; ++step) {
-    const bool d = g.ShouldDraft();
-    drafts += d;
-    // Drafting yields 2 tokens in 100 ms, not drafting 1 token in 30 ms.
-    g.Observe(d, d ? 2 : 1, d ? 100.0 : 30.0);
+// The default pair as measured on a 2-core Xeon (graft tune): a draft level costs
+// about half a target token, two target rows 1.47x one.
+CostModel XeonPair() {
+  return CostModel({0, 71.1, 104.2, 132.9, 113.3, 143.4, 174.3, 198.6, 206.9},
+                   {0, 38.5, 50.1, 61.2, 67.4, 95.2, 106.6, 118.6, 116.4});
+}
+
+// A GPU-like pair: a pass costs the same up to 8 rows and a draft level a tenth of it.
+CostModel FlatPair() { return CostModel(std::vector<double>(9, 10.0), std::vector<double>(9, 1.0)); }
+
+TEST(DraftGateTest, DraftRateIsTheBestChainDepthUnderTheCurves) {
+  const CostModel c = FlatPair();
+  // alpha 0.5, depth 1: 1.5 tokens in 1 + 10 ms; depth 2: 1.75 in 12 (the best);
+  // depth 3: 1.875 in 13.
+  EXPECT_NEAR(DraftGate::DraftRate(c, 0.5, 1, 1), 1.5 / 11, 1e-12);
+  EXPECT_NEAR(DraftGate::DraftRate(c, 0.5, 3, 1), 1.75 / 12, 1e-12);
+  EXPECT_NEAR(DraftGate::DraftRate(c, 1.0, 4, 1), 5.0 / 14, 1e-12);
+}
+
+TEST(DraftGateTest, NeverDraftsWhereEvenAGoodDraftCannotPay) {
+  const CostModel c = XeonPair();
+  // Even at the exploration ceiling (0.9 per level) a draft step loses to a 1-row pass.
+  ASSERT_LT(DraftGate::DraftRate(c, 0.9, 6, 4), 1.0 / 71.1);
+  DraftGate g;
+  for (int step = 0; step < 2000; ++step) {
+    ASSERT_FALSE(g.ShouldDraft(c, 6, 4, step == 0 ? 300 : 1 + step % 5, 128)) << "step " << step;
+    g.ObserveRetrieval(1, 71.1);
   }
-  EXPECT_GT(g.rate(false), g.rate(true));
-  EXPECT_LT(drafts, 200 / 16 + 5);  // drafting is 70% slower: explored 1 step in 16
-  EXPECT_GT(drafts, 2);            // but keeps exploring
+}
+
+TEST(DraftGateTest, DraftsFromTheFirstStepWhereItPaysAndStopsWhenRejected) {
+  const CostModel c = FlatPair();
+  DraftGate g;
+  ASSERT_TRUE(g.ShouldDraft(c, 6, 1, 1, 128));
+  int drafts = 0, last_draft = 0;
+  for (int step = 1; step <= 4000; ++step) {
+    if (g.ShouldDraft(c, 6, 1, 1, 128)) {
+      ++drafts;
+      last_draft = step;
+      g.ObserveDraft(1, 0);  // the draft is never right
+    } else {
+      g.ObserveRetrieval(1, 10.0);
+    }
+  }
+  // Here a draft breaks even at ~10% per level: it drafts until the optimistic prior
+  // (0.8, 4 levels) has faded below that (~60 observed levels), then only explores
+  // at steps 32, 64, 128, ...: about log2(4000 / 32) = 7 more, none since step 2048.
+  EXPECT_LT(g.Accept(), 0.1);
+  EXPECT_LE(drafts, 80);
+  EXPECT_GT(drafts, 40);
+  EXPECT_LT(last_draft, 2100);
+}
+
+TEST(DraftGateTest, TheDraftsCatchUpMustBePaidByTheTokensLeft) {
+  const CostModel c = FlatPair();
+  DraftGate g;
+  // 10000 prompt tokens to prefill (~1250 ms modelled) for 2 tokens left: no.
+  EXPECT_FALSE(g.ShouldDraft(c, 6, 1, 10000, 2));
+  // The same catch-up with 4000 tokens left: yes.
+  EXPECT_TRUE(g.ShouldDraft(c, 6, 1, 10000, 4000));
+  EXPECT_DOUBLE_EQ(c.DraftCatchUpMs(1), 0.0);
+  EXPECT_DOUBLE_EQ(c.DraftCatchUpMs(8), 0.0);  // flat curve: 8 rows cost one pass
+  EXPECT_DOUBLE_EQ(c.DraftCatchUpMs(80), 9.0);  // 80 rows at 1/8 ms each, less the pass
+}
+
+TEST(DraftGateTest, FollowsTheRetrievalArmWhenItDeliversMore) {
+  const CostModel c = FlatPair();
+  DraftGate g;
+  // Retrieval delivers 8 tokens per 10 ms pass: more than any draft could.
+  for (int i = 0; i < 5; ++i) g.ObserveRetrieval(8, 10.0);
+  EXPECT_FALSE(g.ShouldDraft(c, 6, 1, 1, 128));
 }
 
 TEST(DraftGateTest, SameObservationsGiveSameDecisions) {
+  const CostModel c = FlatPair();
   DraftGate a, b;
-  for (int step = 0; step < 100; ++step) {
-    const bool da = a.ShouldDraft(), db = b.ShouldDraft();
+  for (int step = 0; step < 300; ++step) {
+    const bool da = a.ShouldDraft(c, 6, 1, 1, 128), db = b.ShouldDraft(c, 6, 1, 1, 128);
     ASSERT_EQ(da, db) << "step " << step;
-    const int32_t tokens = 1 + (step * 7) % 3;
-    a.Observe(da, tokens, da ? 60.0 : 30.0);
-    b.Observe(db, tokens, db ? 60.0 : 30.0);
+    const int32_t accepted = (step * 7) % 3;
+    if (da) {
+      a.ObserveDraft(3, accepted);
+      b.ObserveDraft(3, accepted);
+    } else {
+      a.ObserveRetrieval(1 + accepted, 10.0);
+      b.ObserveRetrieval(1 + accepted, 10.0);
+    }
   }
 }
 

@@ -1,5 +1,5 @@
 // `graft`: retrieve first; draft a calibrated, pruned tree only when retrieval alone
-// does not promise enough and drafting has paid on this machine (DraftGate); retrieve
+// does not promise enough and drafting pays on this machine (DraftGate); retrieve
 // again under the best kept nodes and graft into the freed slots; then keep the tree
 // size that maximises expected tokens per ms under the cached cost profile.
 #include <algorithm>
@@ -29,7 +29,7 @@ class GraftProposer final : public Proposer {
     if (o.skip_draft_gain > 0 || cost_ != nullptr) {
       Retrieve(rs, limits, *tree, {0}, limits.budget - 1);
       GraftRetrieved(rs, limits, tree);
-      skip_draft = (cost_ != nullptr && !gate_.ShouldDraft()) ||
+      skip_draft = (cost_ != nullptr && !GateDrafts(rs, limits)) ||
                    (o.skip_draft_gain > 0 && ExpectedAcceptedLength(*tree, es_.calibration) >= o.skip_draft_gain);
       if (!skip_draft) tree->Reset(tree->token[0]);
     }
@@ -45,18 +45,44 @@ class GraftProposer final : public Proposer {
   void Learn(RequestState&, const TokenTree& tree, const VerifyResult& vr,
              const std::function<const float*(int32_t)>& logits) override {
     LearnNextTokens(es_, tree, vr, logits);
+    if (drafted_ && cost_ != nullptr) ObserveDraftLevels(tree, vr);
   }
 
   void Commit(RequestState&, const VerifyResult& vr, const std::vector<Token>& emitted) override {
     if (drafted_) es_.drafter->Commit(vr.accepted);
     es_.request.Append(emitted);
     // The gate sees the modelled cost of the step, not its wall time: deterministic.
-    if (cost_ != nullptr) {
-      gate_.Observe(drafted_, static_cast<int32_t>(emitted.size()), draft_ms_ + cost_->VerifyMs(tree_size_));
+    if (cost_ != nullptr && !drafted_) {
+      gate_.ObserveRetrieval(static_cast<int32_t>(emitted.size()), cost_->VerifyMs(tree_size_));
     }
   }
 
  private:
+  // Whether the gate runs the draft model this step (DraftGate: the draft's modelled
+  // rate, its catch-up on the tokens its cache lacks, the tokens left to emit).
+  bool GateDrafts(const RequestState& rs, const StepLimits& limits) {
+    const int32_t committed = static_cast<int32_t>(rs.committed.size());
+    const int32_t catch_up = committed - std::min(es_.dctx->n_past(), committed - 1);
+    return gate_.ShouldDraft(*cost_, std::min(rs.options.draft_max, limits.max_depth), rs.options.draft_frontier,
+                             catch_up, rs.request.n_predict - rs.generated);
+  }
+
+  // Tells the gate how the draft's levels fared: along the accepted path, each node
+  // with a drafted child is a tested level, accepted when the path goes on through one.
+  void ObserveDraftLevels(const TokenTree& tree, const VerifyResult& vr) {
+    std::vector<uint8_t> has_draft_child(tree.size(), 0);
+    for (int32_t i = 1; i < tree.size(); ++i) {
+      if (tree.source[i] == Source::kDraft) has_draft_child[tree.parent[i]] = 1;
+    }
+    int32_t levels = 0, accepted = 0;
+    for (size_t k = 0; k < vr.accepted.size(); ++k) {
+      if (!has_draft_child[vr.accepted[k]]) continue;
+      ++levels;
+      if (k + 1 < vr.accepted.size() && tree.source[vr.accepted[k + 1]] == Source::kDraft) ++accepted;
+    }
+    gate_.ObserveDraft(levels, accepted);
+  }
+
   // Queries every retrieval source under each of `nodes` for `slots` candidates.
   void Retrieve(RequestState& rs, const StepLimits& limits, const TokenTree& tree, const std::vector<int32_t>& nodes,
                 int32_t slots) {
