@@ -38,6 +38,14 @@ int32_t CostModel::BestSize(std::span<const double> a, double fixed_ms, int32_t 
   return best;
 }
 
+int32_t CostModel::CheapestSizeFrom(int32_t n, int32_t max_n) const {
+  int32_t best = std::max(1, n);
+  for (int32_t m = best + 1; m <= max_n; ++m) {
+    if (VerifyMs(m) < VerifyMs(best)) best = m;
+  }
+  return best;
+}
+
 double CostModel::DraftCatchUpMs(int32_t rows) const {
   if (draft_ms_.size() < 2 || rows <= 1) return 0.0;
   const int32_t last = static_cast<int32_t>(draft_ms_.size()) - 1;

@@ -46,6 +46,11 @@ class CostModel {
   // row block) wins whenever there are candidates to fill it. O(|a|).
   int32_t BestSize(std::span<const double> a, double fixed_ms, int32_t max_n) const;
 
+  // The size in [n, max_n] whose pass costs least (the smallest on ties): n rows are
+  // never worth verifying when a larger pass (a full row block) costs less; pad them
+  // to this size instead. O(max_n - n).
+  int32_t CheapestSizeFrom(int32_t n, int32_t max_n) const;
+
  private:
   static double At(const std::vector<double>& ms, int32_t n);
   std::vector<double> verify_ms_;  // [sizes + 1], [0] unused

@@ -74,6 +74,14 @@ TEST(CostModelTest, NeverStopsJustShortOfAFullRowBlock) {
   EXPECT_EQ(m.BestSize(a, 0.0, 16), 15);
 }
 
+TEST(CostModelTest, CheapestSizeFromPadsToAFullRowBlock) {
+  CostModel m(CpuCurve(), {});
+  EXPECT_EQ(m.CheapestSizeFrom(15, 16), 16);  // 16 rows cost less than 15
+  EXPECT_EQ(m.CheapestSizeFrom(15, 15), 15);  // unless 16 is over the limit
+  EXPECT_EQ(m.CheapestSizeFrom(3, 16), 3);    // the curve rises from 3 until 16: 3 is cheapest
+  EXPECT_EQ(m.CheapestSizeFrom(0, 16), 1);
+}
+
 // The default pair as measured on a 2-core Xeon (graft tune): a draft level costs
 // about half a target token, two target rows 1.47x one.
 CostModel XeonPair() {

@@ -123,6 +123,13 @@ class GraftProposer final : public Proposer {
     return nodes;
   }
 
+  // Adds retrieval candidates under the best nodes, however unlikely, until the tree
+  // holds `size` nodes (or the sources run dry). Timed by the caller. O(queries).
+  void Fill(RequestState& rs, const StepLimits& limits, int32_t size, TokenTree* tree) {
+    Retrieve(rs, limits, *tree, BestNodes(*tree, rs.options.retrieve_nodes), size - tree->size());
+    query_.GraftInto(tree, size, limits.max_depth, 0.0f, es_.calibration);
+  }
+
   // Keeps the tree size that maximises expected tokens per ms of this step.
   void KeepBestSize(RequestState& rs, const StepLimits& limits, TokenTree* tree) {
     if (tree->size() <= 1) return;
@@ -130,7 +137,12 @@ class GraftProposer final : public Proposer {
     const std::vector<double> acc = PathAcceptance(*tree, es_.calibration);
     std::vector<double> sorted(acc.begin() + 1, acc.end());
     std::stable_sort(sorted.begin(), sorted.end(), std::greater<>());
-    const int32_t n_best = cost_->BestSize(sorted, draft_ms_, limits.budget);
+    int32_t n_best = cost_->BestSize(sorted, draft_ms_, limits.budget);
+    // A larger pass that costs less (a full row block) is free room: fill it with the
+    // next-best candidates, the ones retrieval held back below the acceptance floor.
+    const int32_t pad = cost_->CheapestSizeFrom(n_best, limits.budget);
+    if (pad > tree->size()) Fill(rs, limits, pad, tree);
+    if (pad > n_best && tree->size() >= pad) n_best = pad;
     if (n_best >= tree->size()) return;
     PruneOptions keep;
     keep.min_accept_prob = 0.0f;
