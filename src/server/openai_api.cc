@@ -178,10 +178,21 @@ nlohmann::json ErrorJson(const ApiError& e) {
 
 ParsedRequest ParseRequest(const std::string& text, Endpoint endpoint, const RequestPolicy& policy) {
   json body;
+  std::vector<std::string> keys;  // the object keys on the path to the value being parsed
   try {
-    body = json::parse(text);
+    body = json::parse(text, [&keys](int depth, json::parse_event_t event, json& parsed) {
+      if (event == json::parse_event_t::key) {
+        keys.resize(std::max(0, depth - 1));
+        keys.push_back(parsed.get<std::string>());
+      }
+      return true;
+    });
   } catch (const json::parse_error& e) {
     Fail("", std::string("the body is not valid JSON: ") + e.what(), "invalid_json");
+  } catch (const json::out_of_range& e) {  // a number no double holds, e.g. 1e309
+    std::string param;
+    for (const std::string& k : keys) param += (param.empty() ? "" : ".") + k;
+    Fail(param, "'" + param + "' is a number out of range: " + e.what(), "invalid_value");
   }
   if (!body.is_object()) Fail("", "the body must be a JSON object", "invalid_json");
 
@@ -191,15 +202,9 @@ ParsedRequest ParseRequest(const std::string& text, Endpoint endpoint, const Req
   out.sampling = policy.sampling;
   out.max_tokens = policy.default_max_tokens;
 
-  if (const json* model = Field(body, "model")) {
-    const std::string name = String(*model, "model");
-    const auto& names = policy.model_names;
-    if (std::find(names.begin(), names.end(), name) == names.end()) {
-      std::string known;
-      for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
-      Fail("model", "model '" + name + "' is not served here (use one of: " + known + ")", "model_not_found", 404);
-    }
-  }
+  // One model is served: any name selects it, as llama-server does (many clients and
+  // tools hard-code one). Responses and /v1/models report the real one.
+  if (const json* model = Field(body, "model")) String(*model, "model");
   if (endpoint == Endpoint::kCompletions) ParsePrompt(body, &out);
   else ParseMessages(body, &out);
 

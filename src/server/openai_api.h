@@ -30,7 +30,7 @@ enum class Endpoint { kCompletions, kChat };
 
 // What a request may ask for, and what it gets when it does not ask.
 struct RequestPolicy {
-  std::vector<std::string> model_names;  // accepted values of "model" (first = the id we report)
+  std::vector<std::string> model_names;  // names of the served model (first = the id we report; any "model" is accepted)
   DecodeOptions decode;                  // method / budget defaults (from the command line)
   SamplingParams sampling;               // temperature / top_p / top_k / seed defaults
   int32_t default_max_tokens = 256;      // when the request gives none

@@ -77,6 +77,14 @@ TEST(OpenAiApiTest, ChatMessages) {
   EXPECT_EQ(r.max_tokens, 5);
 }
 
+// One model is served, so any name selects it (clients hard-code "gpt-4o" and the like).
+TEST(OpenAiApiTest, AnyModelNameSelectsTheServedModel) {
+  for (const char* name : {"tiny-target", "graft", "gpt-4o", ""}) {
+    const std::string body = std::string(R"({"prompt": "x", "model": ")") + name + "\"}";
+    EXPECT_NO_THROW(ParseRequest(body, Endpoint::kCompletions, Policy())) << name;
+  }
+}
+
 TEST(OpenAiApiTest, BadInputNamesTheParameter) {
   struct Case {
     const char* body;
@@ -100,7 +108,9 @@ TEST(OpenAiApiTest, BadInputNamesTheParameter) {
       {R"({"prompt": "x", "stop": 3})", Endpoint::kCompletions, 400, "stop"},
       {R"({"prompt": "x", "stop": [""]})", Endpoint::kCompletions, 400, "stop"},
       {R"({"prompt": "x", "stream": "yes"})", Endpoint::kCompletions, 400, "stream"},
-      {R"({"prompt": "x", "model": "gpt-4"})", Endpoint::kCompletions, 404, "model"},
+      {R"({"prompt": "x", "temperature": 1e309})", Endpoint::kCompletions, 400, "temperature"},
+      {R"({"prompt": "x", "graft": {"budget": -1e400}})", Endpoint::kCompletions, 400, "graft.budget"},
+      {R"({"prompt": "x", "max_tokens": 99999999999999999999999})", Endpoint::kCompletions, 400, "max_tokens"},
       {R"({"prompt": "x", "model": 7})", Endpoint::kCompletions, 400, "model"},
       {R"({"prompt": "x", "n": 2})", Endpoint::kCompletions, 400, "n"},
       {R"({"prompt": "x", "graft": {"method": "magic"}})", Endpoint::kCompletions, 400, "graft.method"},

@@ -162,7 +162,7 @@ void AddServeCommand(CLI::App& app, std::function<int()>* run) {
       ->capture_default_str();
   sub->add_option("--max-budget", flags->max_budget, "largest graft.budget a request may ask for (sizes the contexts)")
       ->capture_default_str();
-  sub->add_option("--alias", flags->aliases, "extra model names accepted in requests (repeatable)");
+  sub->add_option("--alias", flags->aliases, "extra names listed for the model in /v1/models (repeatable; requests may name any model)");
   sub->callback([flags, run] { *run = [flags] { return RunServe(*flags); }; });
 }
 
