@@ -181,7 +181,15 @@ struct Harness::Impl {
         r.e2e_speedup = r.wall_tps() > 0 ? std::optional<double>(1.0) : std::nullopt;
       } else {
         if (r.decode_tps() > 0 && ar->decode_tps() > 0) r.speedup = r.decode_tps() / ar->decode_tps();
-        if (r.wall_tps() > 0 && ar->wall_tps() > 0) r.e2e_speedup = r.wall_tps() / ar->wall_tps();
+        // End to end: against the time ar takes for as many tokens (its prefill plus
+        // that many of its decode steps). Comparing tokens per wall second instead would
+        // spread the prefill over outputs of different lengths (a near-tie divergence
+        // that ends 10 tokens sooner read as a 12% slowdown).
+        if (r.wall_ms > 0 && ar->stats.n_generated > 0) {
+          const double ar_ms = (ar->wall_ms - ar->stats.t_decode_ms) +
+                               r.stats.n_generated * ar->stats.t_decode_ms / ar->stats.n_generated;
+          r.e2e_speedup = ar_ms / r.wall_ms;
+        }
       }
       const std::vector<Token> mine = Concat(r.outputs), base = Concat(ar->outputs);
       size_t i = 0;

@@ -84,7 +84,7 @@ struct BenchRow {
   std::optional<bool> lossless;        // temperature 0: outputs == ar's; else unset
   int32_t first_divergence = -1;       // first token index differing from ar's (-1 = none)
   std::optional<double> speedup;       // decode tokens/s over ar's (prefill excluded)
-  std::optional<double> e2e_speedup;   // wall tokens/s over ar's (prefill included)
+  std::optional<double> e2e_speedup;   // ar's wall ms for as many tokens / this wall ms (prefill included)
   std::optional<double> oracle_fraction;  // speedup / the oracle's speedup at this budget
 
   int32_t new_tokens() const { return stats.n_generated; }

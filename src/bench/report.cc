@@ -232,6 +232,7 @@ std::string MarkdownText(const json& res, const std::vector<std::string>& catego
        << (f.value("warmup", false) ? "yes" : "no") << "\n";
   }
   os << "\nSpeedup = mean over prompts of (decode tokens/s) / (ar's decode tokens/s), prefill excluded; "
+        "e2e speedup = mean of (ar's prefill + its decode time for as many tokens) / (wall time, prefill included); "
         "tau = new tokens per target pass. Each configuration runs on its own engine, interleaved per prompt.\n";
 
   std::vector<std::string> cfg_names;

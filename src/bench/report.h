@@ -11,8 +11,8 @@
 //                 it carries "budget" and "config" to say which)
 //   summary_by_temp  {"<temperature %g>": same map} for every temperature
 //   rows        one object per prompt x configuration x repetition (RowJson)
-// An entry: n, speedup (mean over prompts of decode tokens/s / ar's), e2e_speedup (same
-// with wall time, prefill included), tokens_per_s, wall_tokens_per_s, tau (sum new tokens
+// An entry: n, speedup (mean over prompts of decode tokens/s / ar's), e2e_speedup (mean
+// of ar's wall ms for as many tokens / the row's wall ms, prefill included), tokens_per_s, wall_tokens_per_s, tau (sum new tokens
 // / sum passes), acceptance, nodes_per_pass, lossless_rate (temperature 0 rows; null
 // otherwise), oracle_fraction (mean speedup / oracle's, with --oracle), new_tokens,
 // ms_per_pass {draft, retrieve, graft, verify, commit}, prefill_ms, per_source
