@@ -111,6 +111,7 @@ class Context {
   int32_t n_ctx() const { return n_ctx_; }
   int32_t n_seq_max() const { return n_seq_max_; }
   int32_t max_tree() const { return max_tree_; }
+  int32_t n_batch() const { return n_batch_; }  // tokens per prefill decode
   // Committed tokens in sequence 0: positions [0, n_past).
   int32_t n_past() const { return n_past_; }
 

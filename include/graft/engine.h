@@ -88,6 +88,9 @@ struct GenerateRequest {
   // Called after each target pass with the newly emitted tokens; return false to
   // stop (a cancelled stream). May be empty.
   std::function<bool(const std::vector<Token>&)> on_tokens;
+  // Polled between prefill chunks (n_batch tokens): return true to stop before the
+  // first token (stop_reason "cancelled"). May be empty.
+  std::function<bool()> cancelled;
 };
 
 struct SourceCounts {

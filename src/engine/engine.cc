@@ -47,18 +47,26 @@ struct Engine::State : EngineState {
 
   // Prefills all but the last prompt token (the first root) into the target cache,
   // reusing a prefix shared with the previous request when config.reuse_prefix; the
-  // draft cache is cut to the same common prefix and catches up lazily.
-  void PrefillPrompt(const std::vector<Token>& prompt, GenerationStats* st) {
+  // draft cache is cut to the same common prefix and catches up lazily. Polls
+  // `req.cancelled` between chunks of n_batch tokens; returns false when it said stop.
+  bool PrefillPrompt(const GenerateRequest& req, GenerationStats* st) {
     ScopedMs t(&st->t_prefill_ms);
+    const std::vector<Token>& prompt = req.prompt;
     size_t common = 0;
     if (config.reuse_prefix) {
       const size_t limit = std::min(tctx_tokens.size(), prompt.size() - 1);
       while (common < limit && tctx_tokens[common] == prompt[common]) ++common;
     }
     if (static_cast<int32_t>(common) < tctx->n_past()) tctx->Truncate(static_cast<int32_t>(common));
-    tctx->Prefill(TokenSpan(prompt).subspan(tctx->n_past(), prompt.size() - 1 - tctx->n_past()), false);
     if (dctx && static_cast<int32_t>(common) < dctx->n_past()) dctx->Truncate(static_cast<int32_t>(common));
-    tctx_tokens.assign(prompt.begin(), prompt.end() - 1);
+    const size_t end = prompt.size() - 1;
+    bool go_on = true;
+    for (size_t from = tctx->n_past(); from < end && go_on; from = tctx->n_past()) {
+      tctx->Prefill(TokenSpan(prompt).subspan(from, std::min<size_t>(tctx->n_batch(), end - from)), false);
+      go_on = !(req.cancelled && req.cancelled());
+    }
+    tctx_tokens.assign(prompt.begin(), prompt.begin() + tctx->n_past());
+    return go_on;
   }
 
   void CheckRequest(const GenerateRequest& req) const {
@@ -201,7 +209,10 @@ GenerateResult Engine::Generate(const GenerateRequest& req, const DecodeOptions&
   st.n_prompt = static_cast<int32_t>(req.prompt.size());
   st.stop_reason = "length";
   RequestState rs{req, o, req.prompt, 0, &st};
-  s.PrefillPrompt(req.prompt, &st);
+  if (!s.PrefillPrompt(req, &st)) {
+    st.stop_reason = "cancelled";
+    return result;
+  }
   Proposer& proposer = s.ProposerFor(o.method);
   proposer.Begin(rs);
 

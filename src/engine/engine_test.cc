@@ -253,6 +253,31 @@ TEST(EngineTest, OracleReAlignsAfterADivergence) {
   EXPECT_GE(spliced.stats.tau(), 4.0);
 }
 
+// A long prompt's prefill stops at the first chunk boundary once `cancelled` says so,
+// and the engine serves the next request as if nothing had happened.
+TEST(EngineTest, PrefillIsCancellableBetweenChunks) {
+  auto target = Model::Load(ModelPath("tiny-target.gguf"));
+  Engine engine(*target, nullptr, EngineConfig{.n_ctx = 2048, .max_tree = 16});
+  std::string text;
+  for (const std::string& p : SpecBenchPrompts(2)) text += p + "\n";
+  GenerateRequest req;
+  req.prompt = Encode(*target, text);
+  ASSERT_GT(req.prompt.size(), 1100u);  // three prefill chunks of 512
+  req.prompt.resize(1500);
+  req.n_predict = 8;
+  int polls = 0;
+  req.cancelled = [&polls] { return ++polls >= 1; };
+  const GenerateResult stopped = engine.Generate(req, DecodeOptions{});
+  EXPECT_EQ(polls, 1);
+  EXPECT_EQ(stopped.stats.stop_reason, "cancelled");
+  EXPECT_TRUE(stopped.tokens.empty());
+  req.cancelled = nullptr;
+  const GenerateResult after = engine.Generate(req, DecodeOptions{});
+  Engine fresh(*target, nullptr, EngineConfig{.n_ctx = 2048, .max_tree = 16});
+  EXPECT_EQ(after.tokens, fresh.Generate(req, DecodeOptions{}).tokens);
+  EXPECT_EQ(after.tokens.size(), 8u);
+}
+
 TEST(EngineTest, GreedyLosslessDefaultPair) {
   const char* env = std::getenv("GRAFT_TEST_REAL_PAIR");
   if (env != nullptr && std::string(env) == "0") GTEST_SKIP() << "GRAFT_TEST_REAL_PAIR=0";

@@ -117,6 +117,7 @@ void Scheduler::Run(Engine* engine, Job& job) {
     publish(delta);
     return !ts.stopped() && !job.cancel.load();
   };
+  req.cancelled = [&job] { return job.cancel.load(); };
   GenerateResult res;
   std::string finish, error;
   try {
