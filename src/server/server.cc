@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "graft/error.h"
+#include "server/peer_socket.h"
 
 namespace graft::server {
 namespace {
@@ -192,8 +193,14 @@ struct Server::Impl {
       Stream(res, job, meta, usage, p.include_usage);
       return;
     }
+    // The response goes out at the end, so no failed write tells us the client left:
+    // watch its socket between waits and cancel the generation when it hangs up.
+    PeerSocket peer(req.remote_addr, req.remote_port);
     std::unique_lock lk(job->mu);
-    job->cv.wait(lk, [&] { return job->done; });
+    while (!job->done) {
+      if (!job->cancel && peer.Closed()) job->cancel = true;
+      job->cv.wait_for(lk, std::chrono::milliseconds(50), [&] { return job->done; });
+    }
     if (job->finish_reason == "error") throw ApiError{500, job->error, "", "", "server_error"};
     if (job->finish_reason == "cancelled") {
       throw ApiError{503, job->error.empty() ? "cancelled" : job->error, "", "cancelled", "server_error"};

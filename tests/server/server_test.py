@@ -428,6 +428,24 @@ def main():
         st, _ = srv.request("GET", "/health")
         check("healthy after disconnect", st == 200 and gen > 0)
 
+    def disconnect_non_streamed():
+        # A non-streamed request writes nothing until the end, so only its socket says the
+        # client left: sending the request and hanging up at once must cancel it.
+        before = srv.metric("graft_requests_cancelled_total")
+        sock = socket.create_connection((srv.host, srv.port))
+        body = json.dumps({"prompt": PROMPTS[0], "max_tokens": 250, "temperature": 0,
+                           "graft": {"method": "ar"}}).encode()
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        sock.close()
+        deadline = time.time() + 15
+        while time.time() < deadline and srv.metric("graft_requests_cancelled_total") <= before:
+            time.sleep(0.1)
+        after = srv.metric("graft_requests_cancelled_total")
+        check("a non-streamed request whose client hangs up is cancelled", after >= before + 1, f"{before} -> {after}")
+        st, _ = srv.request("GET", "/health")
+        check("healthy after a non-streamed hang-up", st == 200)
+
     def metrics_content():
         _, text = srv.request("GET", "/metrics")
         names = ["graft_http_requests_total", "graft_generated_tokens_total", "graft_prompt_tokens_total",
@@ -441,6 +459,7 @@ def main():
     for name, fn in [("basics", basics), ("completions", completions_equal_generate), ("chat", chat_equal_generate),
                      ("curl", curl_cases), ("stop", stop_sequences), ("bad inputs", bad_inputs),
                      ("concurrent", concurrent_streams), ("disconnect", disconnect_mid_stream),
+                     ("disconnect non-streamed", disconnect_non_streamed),
                      ("metrics", metrics_content)]:
         run_case(name, fn)
 
