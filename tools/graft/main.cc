@@ -2,7 +2,10 @@
 //   graft generate | bench | index | serve | tune   (graft <command> --help)
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <string>
@@ -16,7 +19,28 @@
 #define GRAFT_VERSION "0.0.0"
 #endif
 
+namespace {
+
+// llama.cpp's CPU threads are an OpenMP team that busy-waits between parallel regions
+// for GOMP_SPINCOUNT iterations (libgomp's default: 300000). On a quiet machine the
+// spinning saves a wake-up per region; when anything else wants the cores (another
+// process, a second thread team) the spinners steal them and decoding collapses.
+// libgomp reads the variable once, when it loads (before main), so the first start
+// sets our default and runs itself again. A value the user set wins, and so does
+// OMP_WAIT_POLICY. kSpinCount: see README "Threads and shared cores" for the measurement.
+constexpr const char* kSpinCount = "3000";
+
+void UseSpinPolicy(char** argv) {
+  // Set (by the user, or by us before the restart): libgomp has read it.
+  if (std::getenv("GOMP_SPINCOUNT") != nullptr || std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  setenv("GOMP_SPINCOUNT", kSpinCount, 1);
+  execv("/proc/self/exe", argv);  // returns only on failure: go on with libgomp's default
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  UseSpinPolicy(argv);
   CLI::App app{"graft: lossless speculative decoding (draft, prune, retrieve, graft, verify)"};
   app.set_version_flag("--version", [] {
     return std::string("graft ") + GRAFT_VERSION + "\n" + graft::LlamaBuildInfo() +
