@@ -61,10 +61,8 @@ class GraftProposer final : public Proposer {
   // Whether the gate runs the draft model this step (DraftGate: the draft's modelled
   // rate, its catch-up on the tokens its cache lacks, the tokens left to emit).
   bool GateDrafts(const RequestState& rs, const StepLimits& limits) {
-    const int32_t committed = static_cast<int32_t>(rs.committed.size());
-    const int32_t catch_up = committed - std::min(es_.dctx->n_past(), committed - 1);
     return gate_.ShouldDraft(*cost_, std::min(rs.options.draft_max, limits.max_depth), rs.options.draft_frontier,
-                             catch_up, rs.request.n_predict - rs.generated);
+                             DraftCatchUp(es_, rs), rs.request.n_predict - rs.generated);
   }
 
   // Tells the gate how the draft's levels fared: along the accepted path, each node

@@ -75,6 +75,11 @@ void PruneDraft(EngineState& es, const DecodeOptions& o, int32_t max_depth, Toke
   es.drafter->Remap(kept);
 }
 
+int32_t DraftCatchUp(const EngineState& es, const RequestState& rs) {
+  const int32_t committed = static_cast<int32_t>(rs.committed.size());
+  return committed - std::min(es.dctx->n_past(), committed - 1);
+}
+
 DraftCall DraftTree(EngineState& es, RequestState& rs, const DraftParams& params, TokenTree* tree) {
   GenerationStats& st = *rs.stats;
   const std::vector<Token>& prompt = rs.request.prompt;
@@ -89,9 +94,8 @@ DraftCall DraftTree(EngineState& es, RequestState& rs, const DraftParams& params
     rs.lazy_prefill_ms += ms;
   }
   ScopedMs t(&st.t_draft_ms);
-  const int32_t in_cache = std::min(es.dctx->n_past(), static_cast<int32_t>(rs.committed.size()) - 1);
   DraftCall call;
-  call.catch_up = static_cast<int32_t>(rs.committed.size()) - in_cache;
+  call.catch_up = DraftCatchUp(es, rs);
   call.passes = es.drafter->Draft(rs.committed, params, tree);
   st.n_draft_passes += call.passes;
   ++st.n_draft_steps;

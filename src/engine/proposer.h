@@ -114,8 +114,6 @@ class Retrieval {
   std::vector<GraftRequest> requests_;  // [i] grafts tries_[i]
 };
 
-// The draft model's side of a request: its copy of the prompt is prefilled lazily (a
-// method may never draft), billed as prefill; drafting catches the rest up.
 // Draft settings for one step from the options: a tree of `draft_topk` children per
 // node and `draft_frontier` nodes per level, at most limits.budget nodes and
 // min(draft_max, limits.max_depth) levels; calibrated (dynamic depth at
@@ -126,6 +124,13 @@ DraftParams DraftParamsFor(const DecodeOptions& o, const StepLimits& limits, con
 // and tells the drafter which nodes survived.
 void PruneDraft(EngineState& es, const DecodeOptions& o, int32_t max_depth, TokenTree* tree);
 
+// Committed tokens the draft's cache lacks, the root included (>= 1): the rows its
+// next catch-up pass decodes, or, before the draft has seen this request's prompt,
+// that prompt too. O(1).
+int32_t DraftCatchUp(const EngineState& es, const RequestState& rs);
+
+// The draft model's side of a request: its copy of the prompt is prefilled lazily (a
+// method may never draft), billed as prefill; drafting catches the rest up.
 // `tree` must hold just the root.
 struct DraftCall {
   int32_t passes;    // draft decode calls, the catch-up included
