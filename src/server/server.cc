@@ -195,11 +195,15 @@ struct Server::Impl {
     }
     // The response goes out at the end, so no failed write tells us the client left:
     // watch its socket between waits and cancel the generation when it hangs up.
+    // The peek (the first one scans /proc/self/fd) runs outside the job's lock, which
+    // the worker takes to publish text.
     PeerSocket peer(req.remote_addr, req.remote_port);
-    std::unique_lock lk(job->mu);
-    while (!job->done) {
+    std::unique_lock lk(job->mu, std::defer_lock);
+    for (;;) {
       if (!job->cancel && peer.Closed()) job->cancel = true;
-      job->cv.wait_for(lk, std::chrono::milliseconds(50), [&] { return job->done; });
+      lk.lock();
+      if (job->cv.wait_for(lk, std::chrono::milliseconds(50), [&] { return job->done; })) break;
+      lk.unlock();
     }
     if (job->finish_reason == "error") throw ApiError{500, job->error, "", "", "server_error"};
     if (job->finish_reason == "cancelled") {
