@@ -2,8 +2,10 @@
 """Plots of a `graft bench` run: reads OUTDIR/results.json, writes OUTDIR/pareto.png and
 OUTDIR/categories.png (one pair per temperature after the first: pareto_t0.7.png, ...).
 
-  pareto.png      speedup over ar against the verification budget N, one line per method
-                  (ar = the 1.0 line; methods run at a single budget show as one point)
+  pareto.png      several budgets: speedup over ar against the verification budget N, one
+                  line per method (llama.cpp's peers as flat lines); one budget: speedup
+                  against tau (tokens per target pass), one point per method and peer
+                  (ar = the 1.0 line)
   categories.png  per-category speedup bars, one bar per method at its best budget
 
 Usage: plot_bench.py OUTDIR   (needs matplotlib; `graft bench` calls it at the end)
@@ -30,16 +32,26 @@ def speedup(entry):
 
 
 def plot_pareto(plt, res, table, temp, path):
-    methods = {}
+    methods, peers = {}, {}
     for c in res["configs"]:
         if c["method"] == "ar" or format_temp(c["temperature"]) != temp:
             continue
         e = table.get(c["name"], {})
         s = speedup(e)
-        if s is not None:
+        if s is None:
+            continue
+        if c.get("peer"):
+            peers[c["name"]] = (s, e.get("tau", 0.0))
+        else:
             methods.setdefault(c["method"], []).append((c["budget"], s, e.get("tau", 0.0)))
+    budgets = sorted({c["budget"] for c in res["configs"] if c["method"] != "ar" and not c.get("peer")})
+    if len(budgets) <= 1:
+        plot_tau(plt, res, methods, peers, temp, path)
+        return
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ax.axhline(1.0, color="gray", linestyle="--", linewidth=1, label="ar")
+    for name, (s, _) in peers.items():
+        ax.axhline(s, linestyle="-.", linewidth=1, label=f"{name} (llama.cpp)")
     for m, pts in methods.items():
         pts.sort()
         xs, ys = [p[0] for p in pts], [p[1] for p in pts]
@@ -47,7 +59,6 @@ def plot_pareto(plt, res, table, temp, path):
         if m == "oracle":
             style.update(linestyle=":", color="black")
         ax.plot(xs, ys, label=m, **style)
-    budgets = sorted({c["budget"] for c in res["configs"] if c["method"] != "ar"})
     if budgets and len(budgets) > 1:
         ax.set_xscale("log", base=2)
         ax.set_xticks(budgets)
@@ -57,6 +68,34 @@ def plot_pareto(plt, res, table, temp, path):
     ax.set_title(f"graft bench: speedup vs budget (T={temp}, {status_text(res)})")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_tau(plt, res, methods, peers, temp, path):
+    """One budget: each method and peer is a point (tau, speedup), so the plot shows what
+    longer acceptance buys once its cost is paid."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.axhline(1.0, color="gray", linestyle="--", linewidth=1, label="ar")
+    for m, pts in methods.items():
+        _, s, tau = pts[0]
+        style = dict(marker="*" if m == "graft" else "o", s=140 if m == "graft" else 50)
+        if m == "oracle":
+            style.update(color="black")
+        ax.scatter([tau], [s], label=m, zorder=3, **style)
+        ax.annotate(m, (tau, s), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    for name, (s, tau) in peers.items():
+        ax.scatter([tau], [s], marker="s", facecolors="none", edgecolors="tab:red", s=50,
+                   label=f"{name} (llama.cpp)", zorder=3)
+        ax.annotate(name, (tau, s), textcoords="offset points", xytext=(5, -10), fontsize=7, color="tab:red")
+    budget = next((pts[0][0] for pts in methods.values()), None)
+    ax.set_xlabel("tau (new tokens per target pass)")
+    ax.set_ylabel("speedup over ar (decode tokens/s)")
+    n = f", N={budget}" if budget else ""
+    ax.set_title(f"graft bench: speedup vs tau (T={temp}{n}, {status_text(res)})")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -77,7 +116,7 @@ def plot_categories(plt, res, table, temp, path):
             ys.append(speedup(ce) or 0.0 if ce else 0.0)
         ys.append(speedup(e) or 0.0)
         xs = [g + (i - (len(names) - 1) / 2) * width for g in range(len(groups))]
-        label = m if m == "ar" else f"{m} (N={e.get('budget')})"
+        label = m if m == "ar" or e.get("peer") else f"{m} (N={e.get('budget')})"
         ax.bar(xs, ys, width=width, label=label)
     ax.axhline(1.0, color="gray", linestyle="--", linewidth=1)
     ax.set_xticks(range(len(groups)))

@@ -4,7 +4,16 @@
 # first and skips what is already done.
 #   scripts/setup.sh            everything
 #   GRAFT_SKIP_BUILD=1 ...      all but the CMake build
+#   scripts/setup.sh --peers    only llama.cpp's own tools for `graft bench --peers`, built
+#                               from the same pinned source (opt-in; ~15 min the first time)
 set -euo pipefail
+PEERS_ONLY=0
+for arg in "$@"; do
+  case "$arg" in
+    --peers) PEERS_ONLY=1 ;;
+    *) echo "setup: unknown argument '$arg' (use --peers or nothing)" >&2; exit 2 ;;
+  esac
+done
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 LLAMA_CPP_PYTHON_VERSION=0.3.36
@@ -28,6 +37,50 @@ if ((${#missing[@]})); then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Peers: llama.cpp's tools (llama-completion, llama-speculative-simple, llama-lookup,
+# llama-server) from the llama-cpp-python sdist's vendor/llama.cpp, i.e. the commit our
+# backend is built from, with -march=native like it. Statically linked, into a cache
+# folder outside the repo; nothing of that source enters the repo.
+PEER_TARGETS=(llama-completion llama-speculative-simple llama-lookup llama-server)
+build_peers() {
+  local cache=${GRAFT_PEERS_CACHE:-$HOME/.cache/graft/peers/llama-cpp-python-$LLAMA_CPP_PYTHON_VERSION}
+  local bin=${GRAFT_PEERS_DIR:-$cache/bin}
+  local have=1
+  for t in "${PEER_TARGETS[@]}"; do [ -x "$bin/$t" ] || have=0; done
+  if [ "$have" = 1 ]; then log "llama.cpp peers present in $bin"; return; fi
+  mkdir -p "$cache/src" "$bin"
+  local sdist="$cache/src/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz"
+  if [ ! -f "$sdist" ]; then
+    log "downloading the llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION source distribution"
+    local py=python3
+    [ -x .venv/bin/python ] && py=.venv/bin/python
+    "$py" -m pip download -q --no-binary :all: --no-deps "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" -d "$cache/src.tmp"
+    mv "$cache/src.tmp/$(basename "$sdist")" "$sdist"
+    rm -rf "$cache/src.tmp"
+  fi
+  local llama="$cache/src/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION/vendor/llama.cpp"
+  if [ ! -f "$llama/CMakeLists.txt" ]; then
+    tar -xzf "$sdist" -C "$cache/src" "llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION/vendor/llama.cpp"
+  fi
+  log "building llama.cpp's ${PEER_TARGETS[*]} (once; ~15 min on 2 cores)"
+  cmake -S "$llama" -B "$cache/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+    -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON \
+    -DLLAMA_BUILD_SERVER=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF >"$cache/build.log" 2>&1 ||
+    { tail -40 "$cache/build.log" >&2; exit 1; }
+  # Its compiler warnings are not ours to read: the log keeps them.
+  cmake --build "$cache/build" -j "$(nproc)" --target "${PEER_TARGETS[@]}" >>"$cache/build.log" 2>&1 ||
+    { tail -40 "$cache/build.log" >&2; echo "setup: building llama.cpp's tools failed (log: $cache/build.log)" >&2; exit 1; }
+  for t in "${PEER_TARGETS[@]}"; do  # atomically: a bench never sees half a binary
+    cp "$cache/build/bin/$t" "$bin/.$t.tmp"
+    mv "$bin/.$t.tmp" "$bin/$t"
+  done
+  log "llama.cpp peers built into $bin"
+}
+if [ "$PEERS_ONLY" = 1 ]; then
+  build_peers
+  exit 0
 fi
 
 # 2. Python virtual environment with the pinned llama.cpp (compiled from source

@@ -135,6 +135,20 @@ TEST_F(BenchCli, MalformedDatasetNamesFileAndLine) {
   EXPECT_FALSE(fs::exists(dir_ / "out" / "results.json"));  // failed before any run
 }
 
+TEST_F(BenchCli, BadPeersAreClearErrors) {
+  const fs::path data = Write("p.jsonl", kPrompts);
+  auto argv = Base();
+  for (const char* a : {"--dataset", data.c_str(), "-n", "4", "--peers", "llama-frobnicate"}) argv.push_back(a);
+  EXPECT_EQ(Run(argv), 1);
+  EXPECT_NE(Stderr().find("unknown peer 'llama-frobnicate' (peers: llama-ar,"), std::string::npos) << Stderr();
+  // A folder of the user's choosing is never built into: the error says how to build.
+  argv.back() = "llama-ar";
+  for (const char* a : {"--peers-dir", "/nonexistent/peers"}) argv.push_back(a);
+  EXPECT_EQ(Run(argv), 1);
+  EXPECT_NE(Stderr().find("missing from /nonexistent/peers"), std::string::npos) << Stderr();
+  EXPECT_NE(Stderr().find("scripts/setup.sh --peers"), std::string::npos) << Stderr();
+}
+
 TEST_F(BenchCli, SigintLeavesCompleteFilesForFinishedPrompts) {
   std::string many;
   for (int i = 0; i < 400; ++i) {

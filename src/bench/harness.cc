@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 
+#include "bench/peers.h"
 #include "graft/error.h"
 
 namespace graft::bench {
@@ -28,9 +29,12 @@ std::vector<Token> Concat(const std::vector<std::vector<Token>>& parts) {
 }  // namespace
 
 std::string BenchConfig::Name() const {
+  if (is_peer()) return peer;
   if (method == Method::kAr) return "ar";
   return MethodName(method) + "@" + std::to_string(budget);
 }
+
+std::string BenchConfig::Label() const { return is_peer() ? peer : MethodName(method); }
 
 // A prompt ready to run: its first turn encoded (and cut to the cap when needed).
 struct PreparedPrompt {
@@ -45,6 +49,7 @@ struct Harness::Impl {
   const Model& target;
   const Model* draft;
   const HarnessOptions& o;
+  const PeerRunner* peers = nullptr;
   int32_t n_ctx = 0;
   int32_t max_budget = 1;
 
@@ -163,10 +168,106 @@ struct Harness::Impl {
     return true;
   }
 
+  // Runs a peer over a prompt's turns (each turn a fresh process given the whole
+  // conversation so far, with the peer's own answers). Returns false when cancelled;
+  // a tool's failure is the row's error.
+  bool RunPeer(const BenchConfig& c, const PreparedPrompt& pp, int32_t rep, const std::atomic<bool>* stop,
+               BenchRow* row) const {
+    row->prompt_index = pp.index;
+    row->prompt_id = pp.prompt->id;
+    row->category = pp.prompt->category;
+    row->config = c;
+    row->rep = rep;
+    row->truncated = pp.truncated;
+    row->turns = 0;
+    const PeerSpec& spec = ParsePeer(c.peer);
+    std::vector<ChatMessage> msgs;
+    if (!o.system.empty()) msgs.push_back({"system", o.system});
+    for (size_t k = 0; k < pp.prompt->turns.size(); ++k) {
+      msgs.push_back({"user", k == 0 ? pp.first_turn : pp.prompt->turns[k]});
+      PeerRun run;
+      const std::vector<Token> prompt = Encode(msgs);
+      if (static_cast<int32_t>(prompt.size()) + 2 > n_ctx) {
+        row->stats.stop_reason = "context";
+        break;
+      }
+      run.prompt_text = PromptText(msgs);
+      run.prompt_tokens = static_cast<int32_t>(prompt.size());
+      for (Token t : prompt) run.prompt_echo += target.TokenToPiece(t, /*special=*/true);
+      run.n_predict = o.n_predict;
+      run.n_threads = o.n_threads;
+      run.n_ctx = n_ctx;
+      run.target_path = target.path();
+      if (draft != nullptr) run.draft_path = draft->path();
+      const PeerReport r = peers->Run(spec, run, stop);
+      if (stop != nullptr && stop->load()) return false;
+      if (!r.ok()) {
+        row->error = r.error;
+        row->stats.stop_reason = "error";
+        break;
+      }
+      GenerationStats s;
+      s.n_prompt = r.n_prompt;
+      s.n_generated = r.n_generated;
+      s.n_passes = r.n_passes;
+      s.nodes_verified = r.n_passes + std::max<int64_t>(r.n_drafted, 0);
+      s.n_grafted = std::max<int64_t>(r.n_drafted, 0);  // proposals, whatever made them
+      s.n_accepted = std::max<int64_t>(r.n_accepted, 0);
+      s.t_prefill_ms = r.prefill_ms;
+      s.t_decode_ms = r.decode_ms;
+      s.stop_reason = r.n_generated < o.n_predict ? "eog" : "length";
+      row->stats.Add(s);
+      row->wall_ms += r.prefill_ms + r.decode_ms;  // the tool's own times (model load excluded)
+      ++row->turns;
+      row->text += (k ? "\n\n" : "") + r.text;
+      row->turn_texts.push_back(r.text);
+      msgs.push_back({"assistant", r.text});
+    }
+    return true;
+  }
+
+  // The prompt text a peer tokenizes (Encode's text before tokenization).
+  std::string PromptText(const std::vector<ChatMessage>& msgs) const {
+    if (!o.raw) return target.ApplyChatTemplate(msgs, /*add_assistant=*/true);
+    std::string text;
+    for (const auto& m : msgs) {
+      if (m.role == "system") continue;
+      if (!text.empty()) text += "\n\n";
+      text += m.content;
+    }
+    return text;
+  }
+
+  // A peer's outputs against ar's, as text per turn: lossless when each turn's text and
+  // ar's agree up to the shorter one (a tool may run one token past -n, and counts its
+  // end-of-generation token), or exactly where ar stopped at end-of-generation. first_divergence = ar tokens whose text the peer matched.
+  void ComparePeer(const BenchRow& ar, BenchRow* r) const {
+    bool same = r->turn_texts.size() == ar.outputs.size();
+    int32_t matched = 0;
+    bool diverged = false;
+    for (size_t k = 0; k < ar.outputs.size() && k < r->turn_texts.size(); ++k) {
+      const std::string& mine = r->turn_texts[k];
+      std::string base;
+      for (Token t : ar.outputs[k]) {
+        const std::string next = base + target.TokenToPiece(t);
+        if (!diverged && next.size() <= mine.size() && mine.compare(0, next.size(), next) == 0) ++matched;
+        else diverged = true;
+        base = next;
+      }
+      // ar ended this turn at end-of-generation: the peer must stop there too.
+      const bool ar_stopped = static_cast<int32_t>(ar.outputs[k].size()) < o.n_predict;
+      const size_t n = ar_stopped ? base.size() : std::min(base.size(), mine.size());
+      if (base.compare(0, n, mine, 0, n) != 0 || (ar_stopped && mine.size() != base.size())) same = false;
+    }
+    r->first_divergence = same ? -1 : matched;
+    if (Greedy(r->config.temperature) && r->error.empty()) r->lossless = same;
+  }
+
   // Fills speedup, losslessness and the oracle fraction of one prompt's rows.
-  static void Compare(std::vector<BenchRow>* rows) {
+  void Compare(std::vector<BenchRow>* rows) const {
     auto find = [&](Method m, int32_t budget, float temp) -> const BenchRow* {
       for (const BenchRow& r : *rows) {
+        if (r.config.is_peer()) continue;
         if (r.config.method == m && r.config.temperature == temp && (m == Method::kAr || r.config.budget == budget)) {
           return &r;
         }
@@ -191,6 +292,10 @@ struct Harness::Impl {
           r.e2e_speedup = ar_ms / r.wall_ms;
         }
       }
+      if (r.config.is_peer()) {
+        ComparePeer(*ar, &r);
+        continue;
+      }
       const std::vector<Token> mine = Concat(r.outputs), base = Concat(ar->outputs);
       size_t i = 0;
       while (i < mine.size() && i < base.size() && mine[i] == base[i]) ++i;
@@ -198,7 +303,7 @@ struct Harness::Impl {
       if (Greedy(r.config.temperature)) r.lossless = (mine == base);
     }
     for (BenchRow& r : *rows) {
-      if (r.config.method == Method::kAr) continue;
+      if (r.config.method == Method::kAr || r.config.is_peer()) continue;
       const BenchRow* orc = find(Method::kOracle, r.config.budget, r.config.temperature);
       if (orc != nullptr && r.speedup && orc->speedup && *orc->speedup > 0) {
         r.oracle_fraction = *r.speedup / *orc->speedup;
@@ -226,6 +331,24 @@ Harness::Harness(const Model& target, const Model* draft, HarnessOptions options
     if (std::find(methods.begin(), methods.end(), m) == methods.end()) methods.push_back(m);
   }
   o.methods = methods;
+  for (const std::string& name : o.peers) {
+    const PeerSpec& p = ParsePeer(name);
+    if (p.needs_draft && draft == nullptr) {
+      throw Error("peer " + name + " needs a draft model (-md); drop it from --peers");
+    }
+  }
+  if (!o.peers.empty()) {
+    if (std::find(o.temperatures.begin(), o.temperatures.end(), 0.0f) == o.temperatures.end()) {
+      throw Error("peers run greedy: add 0 to --temps");
+    }
+    std::vector<PeerSpec> specs;
+    for (const std::string& name : o.peers) specs.push_back(ParsePeer(name));
+    const std::vector<std::string> missing = PeerRunner(o.peers_dir).Missing(specs);
+    if (!missing.empty()) {
+      throw Error("llama.cpp's tools are not built (missing " + missing.front() +
+                  "); run scripts/setup.sh --peers");
+    }
+  }
   for (Method m : methods) {
     if (MethodNeedsDraft(m) && draft == nullptr) {
       throw Error("method " + MethodName(m) + " needs a draft model (-md); drop it from --methods");
@@ -243,6 +366,9 @@ Harness::Harness(const Model& target, const Model* draft, HarnessOptions options
     if (o.oracle) {
       for (int32_t b : o.budgets) configs_.push_back({Method::kOracle, b, t});
     }
+    if (t == 0.0f) {
+      for (const std::string& p : o.peers) configs_.push_back({Method::kAr, 0, t, p});
+    }
   }
 }
 
@@ -251,7 +377,8 @@ Harness::~Harness() = default;
 RunStatus Harness::Run(const std::vector<BenchPrompt>& prompts, const HarnessCallbacks& cb,
                        const std::atomic<bool>* stop) {
   const HarnessOptions& o = options_;
-  Impl impl{target_, draft_, o};
+  const PeerRunner peers(o.peers_dir, o.peer_timeout_s);
+  Impl impl{target_, draft_, o, &peers};
   impl.max_budget = *std::max_element(o.budgets.begin(), o.budgets.end());
   RunStatus status;
   rows_.clear();
@@ -297,6 +424,10 @@ RunStatus Harness::Run(const std::vector<BenchPrompt>& prompts, const HarnessCal
     ev.rep = rep;
     std::vector<std::unique_ptr<Engine>> engines;
     for (const BenchConfig& c : configs_) {
+      if (c.is_peer()) {
+        engines.push_back(nullptr);  // a process per generation
+        continue;
+      }
       engines.push_back(impl.MakeEngine(c));
       engines.back()->Validate(impl.Options(c));
     }
@@ -305,6 +436,7 @@ RunStatus Harness::Run(const std::vector<BenchPrompt>& prompts, const HarnessCal
       req.prompt = impl.Encode(impl.FirstTurn(kWarmupPrompt));
       req.n_predict = std::min(o.n_predict, kWarmupTokens);
       for (size_t ci = 0; ci < configs_.size() && !stopped(); ++ci) {
+        if (!engines[ci]) continue;
         DecodeOptions d = impl.Options(configs_[ci]);
         d.learn = false;
         req.sampling = impl.Sampling(configs_[ci], -1, rep);
@@ -329,7 +461,9 @@ RunStatus Harness::Run(const std::vector<BenchPrompt>& prompts, const HarnessCal
           if (r.config.method == Method::kAr && r.config.temperature == c.temperature) ar = &r;
         }
         BenchRow row;
-        if (!impl.RunOne(*engines[ci], c, pp, rep, ar, stop, &row)) {
+        const bool done = c.is_peer() ? impl.RunPeer(c, pp, rep, stop, &row)
+                                      : impl.RunOne(*engines[ci], c, pp, rep, ar, stop, &row);
+        if (!done) {
           cancelled = true;
           break;
         }
@@ -339,7 +473,7 @@ RunStatus Harness::Run(const std::vector<BenchPrompt>& prompts, const HarnessCal
         if (cb.on_progress) cb.on_progress(ev);
       }
       if (cancelled) break;
-      Impl::Compare(&rows);
+      impl.Compare(&rows);
       for (BenchRow& r : rows) rows_.push_back(std::move(r));
       ++status.prompts_done;
       if (cb.on_prompt) cb.on_prompt(rows_, status);

@@ -13,6 +13,9 @@
 //   each temperature. ar always runs (the baseline of speedup and losslessness).
 // - The warm-up runs one short generation on each engine with learning off (no history,
 //   calibration or table updates) before the first timed prompt.
+// - Peers (llama.cpp's tools) run last, each invocation a fresh process given the
+//   same prompt text; it must tokenize to the same tokens (else the row is an error).
+//   Their outputs are compared with ar's as text (a tool may stop one token later).
 // - mt_bench-style prompts with several turns run as a conversation: turn k+1 is
 //   appended to the configuration's own answers through the chat template. A row sums
 //   the turns (tokens, passes, times), as Spec-Bench does.
@@ -33,10 +36,14 @@ namespace graft::bench {
 
 struct BenchConfig {
   Method method = Method::kAr;
-  int32_t budget = 0;  // tree budget N (nodes per target pass); 0 for ar
+  int32_t budget = 0;  // tree budget N (nodes per target pass); 0 for ar and peers
   float temperature = 0.0f;
-  // "ar" or "<method>@<budget>" (the temperature is not part of the name).
+  std::string peer;    // a llama.cpp tool (bench/peers.h) instead of our method; "" = ours
+  // "ar", "<method>@<budget>" or the peer's name (the temperature is not part of it).
   std::string Name() const;
+  // The method's name ("graft"), or the peer's.
+  std::string Label() const;
+  bool is_peer() const { return !peer.empty(); }
 };
 
 enum class LongPromptPolicy {
@@ -64,6 +71,11 @@ struct HarnessOptions {
   int32_t max_prompt_tokens = 0;  // cap on the first turn's prompt (0 = what fits n_ctx)
   LongPromptPolicy long_prompts = LongPromptPolicy::kTruncate;
   bool keep_outputs = false;      // rows carry the detokenized output text
+  // llama.cpp's own tools (bench/peers.h names), run after our configurations for
+  // every prompt at temperature 0, from `peers_dir` (their programs must exist there).
+  std::vector<std::string> peers;
+  std::string peers_dir;
+  double peer_timeout_s = 900;    // per tool invocation
 };
 
 // One prompt x configuration x repetition (turns summed).
@@ -78,7 +90,9 @@ struct BenchRow {
   GenerationStats stats;     // summed over turns; stop_reason of the last turn
   double wall_ms = 0;        // Generate calls, prefill included
   std::vector<std::vector<Token>> outputs;  // [turns] generated tokens
-  std::string text;          // outputs joined by "\n\n" (keep_outputs only)
+  std::string text;          // outputs joined by "\n\n" (keep_outputs and peers)
+  std::vector<std::string> turn_texts;  // peers: each turn's output text
+  std::string error;         // peers: why the tool gave no result (the row has no speedup)
 
   // Filled once the prompt's baseline rows exist:
   std::optional<bool> lossless;        // temperature 0: outputs == ar's; else unset

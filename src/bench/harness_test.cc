@@ -15,8 +15,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
+#include "bench/peers.h"
 #include "bench/report.h"
 #include "graft/error.h"
 
@@ -354,6 +356,149 @@ TEST_F(HarnessTest, SampledRunsHaveNoLosslessFlag) {
   EXPECT_TRUE(s["summary_by_temp"].contains("0.8"));
   EXPECT_TRUE(s["summary_by_temp"]["0.8"]["pld"]["lossless_rate"].is_null());
   EXPECT_DOUBLE_EQ(s["summary_by_temp"]["0.8"]["ar"]["speedup"].get<double>(), 1.0);
+}
+
+// Fake llama.cpp tools (python, beside a table the test writes): they answer each
+// prompt text from the table (tokens as our tokenizer counts them, the text to print) in
+// the real tools' formats; llama-lookup is broken (exits 1). The harness must run them
+// per prompt, compare their text with ar's, aggregate them apart, and keep a broken
+// peer an error row.
+void WriteFakePeers(const fs::path& dir, const json& table) {
+  fs::create_directories(dir);
+  std::ofstream(dir / "table.json") << table.dump();
+  const std::string common = R"PY(#!/usr/bin/env python3
+import json, os, sys
+args = sys.argv[1:]
+prompt = open(args[args.index("-f") + 1]).read()[:-1]
+entry = json.load(open(os.path.join(os.path.dirname(__file__), "table.json")))[prompt]
+n_tokens, echo, text = entry
+)PY";
+  auto write = [&](const std::string& name, const std::string& body) {
+    std::ofstream(dir / name) << common << body;
+    fs::permissions(dir / name, fs::perms::owner_all);
+  };
+  write("llama-completion", R"PY(
+sys.stdout.write(text + " [end of text]\n\n\n")
+sys.stderr.write("x I common_perf_print: prompt eval time = 20.00 ms / %5d tokens (1 ms per token)\n" % n_tokens)
+sys.stderr.write("x I common_perf_print:        eval time = 100.00 ms / 10 runs   (10 ms per token)\n")
+)PY");
+  write("llama-speculative-simple", R"PY(
+sys.stdout.write("\n\n" + echo + "X" + text + "\n\n\n\n")  # not ar's text
+sys.stderr.write("encoded %4d tokens in    0.020 seconds\ndecoded   12 tokens in    0.050 seconds\n" % n_tokens)
+sys.stderr.write("n_drafted = 8\nn_accept  = 6\n")
+)PY");
+  write("llama-lookup", "sys.stderr.write('lookup: broken on purpose\\n'); sys.exit(1)\n");
+}
+
+TEST_F(HarnessTest, FakePeersAreRowsBesideOurs) {
+  std::vector<BenchPrompt> prompts = Prompts();
+  prompts.erase(prompts.begin());  // single-turn prompts: the table holds their first turn
+  json table = json::object();
+  std::map<std::string, std::string> ar_text;
+  for (const BenchPrompt& p : prompts) {
+    const std::string text = target_->ApplyChatTemplate({{"user", p.turns[0]}}, true);
+    const std::vector<Token> tokens = target_->Tokenize(text, true, true);
+    std::string echo;
+    for (Token t : tokens) echo += target_->TokenToPiece(t, true);
+    ar_text[p.id] = target_->Detokenize(GreedyReference(p));
+    table[text] = {tokens.size(), echo, ar_text[p.id]};
+  }
+  WriteFakePeers(out_ / "bin", table);
+  HarnessOptions o;
+  o.methods = {Method::kPld};
+  o.n_predict = 12;
+  o.n_threads = 1;
+  o.n_ctx = 1024;
+  o.peers = {"llama-ar", "llama-ngram-mod", "llama-lookup"};
+  o.peers_dir = (out_ / "bin").string();
+  Harness h(*target_, draft_, o);
+  ASSERT_EQ(h.configs().size(), 5u);
+  EXPECT_EQ(h.configs()[2].Name(), "llama-ar");
+  EXPECT_TRUE(h.configs()[2].is_peer());
+  const RunStatus st = h.Run(prompts, {}, nullptr);
+  ASSERT_EQ(st.prompts_done, 3);
+  ASSERT_EQ(h.rows().size(), 15u);
+  for (size_t i = 0; i < h.rows().size(); i += 5) {
+    const BenchRow& ar = h.rows()[i];
+    const BenchRow& llama_ar = h.rows()[i + 2];
+    const BenchRow& mod = h.rows()[i + 3];
+    const BenchRow& lookup = h.rows()[i + 4];
+    SCOPED_TRACE(ar.prompt_id);
+    ASSERT_EQ(ar.config.Name(), "ar");
+    EXPECT_TRUE(llama_ar.error.empty()) << llama_ar.error;
+    EXPECT_EQ(llama_ar.text, ar_text[ar.prompt_id]);
+    EXPECT_EQ(llama_ar.lossless, std::optional<bool>(true));
+    EXPECT_EQ(llama_ar.first_divergence, -1);
+    ASSERT_TRUE(llama_ar.speedup.has_value());
+    EXPECT_NEAR(*llama_ar.speedup, 100.0 / ar.decode_tps(), 1e-9);  // 10 tokens in 100 ms
+    EXPECT_EQ(llama_ar.stats.n_passes, 10);
+    EXPECT_DOUBLE_EQ(llama_ar.wall_ms, 120.0);
+    EXPECT_TRUE(mod.error.empty()) << mod.error;
+    EXPECT_EQ(mod.lossless, std::optional<bool>(false));
+    EXPECT_EQ(mod.first_divergence, 0);
+    EXPECT_EQ(mod.stats.n_passes, 6);  // 12 tokens, 6 accepted drafts
+    EXPECT_EQ(mod.stats.n_accepted, 6);
+    EXPECT_NEAR(*mod.speedup, 240.0 / ar.decode_tps(), 1e-9);
+    EXPECT_NE(lookup.error.find("broken on purpose"), std::string::npos) << lookup.error;
+    EXPECT_FALSE(lookup.speedup.has_value());
+    EXPECT_FALSE(lookup.lossless.has_value());
+  }
+  const std::vector<std::string> cats = CategoryOrder(prompts);
+  const json res = WriteResults(out_.string(), {json{{"date", "test"}}, &h.configs(), &cats, &h.rows(), &st});
+  EXPECT_EQ(res["summary"]["llama-ar"]["lossless_rate"], 1.0);
+  EXPECT_EQ(res["summary"]["llama-ar"]["peer"], true);
+  EXPECT_EQ(res["summary"]["llama-ngram-mod"]["lossless_rate"], 0.0);
+  EXPECT_EQ(res["summary"]["llama-lookup"]["errors"], 3);
+  EXPECT_EQ(res["summary"]["llama-lookup"]["n"], 0);
+  EXPECT_EQ(res["summary"]["pld"]["errors"], 0);
+  std::ifstream md_in(out_ / "results.md");
+  const std::string md((std::istreambuf_iterator<char>(md_in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(md.find("| llama-ngram-mod |"), std::string::npos);
+  EXPECT_NE(md.find("llama-lookup failed on 3 prompt(s)"), std::string::npos);
+}
+
+TEST_F(HarnessTest, PeerConfigurationErrors) {
+  HarnessOptions o;
+  o.peers = {"llama-ar"};
+  o.peers_dir = (out_ / "nothing-here").string();
+  try {
+    Harness h(*target_, draft_, o);
+    FAIL() << "missing tools accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("scripts/setup.sh --peers"), std::string::npos) << e.what();
+  }
+  o.peers = {"llama-frobnicate"};
+  EXPECT_THROW(Harness(*target_, draft_, o), Error);
+  o.peers = {"llama-draft"};
+  EXPECT_THROW(Harness(*target_, nullptr, o), Error);  // needs a draft model
+}
+
+// The real tools, when scripts/setup.sh --peers has built them: one plain and one
+// speculative row on the tiny pair. llama-ar decodes exactly as our ar does (the whole
+// prompt in one batch, then one token per pass), so its text must be ar's.
+TEST_F(HarnessTest, RealPeersOnTheTinyPair) {
+  HarnessOptions o;
+  o.n_predict = 12;
+  o.n_threads = 1;
+  o.n_ctx = 1024;
+  o.peers = {"llama-ar", "llama-ngram-mod", "llama-draft"};
+  o.peers_dir = DefaultPeersDir();
+  std::vector<PeerSpec> specs;
+  for (const auto& n : o.peers) specs.push_back(ParsePeer(n));
+  if (!PeerRunner(o.peers_dir).Missing(specs).empty()) {
+    GTEST_SKIP() << "llama.cpp's tools are not built in " << o.peers_dir << " (scripts/setup.sh --peers)";
+  }
+  Harness h(*target_, draft_, o);
+  const std::vector<BenchPrompt> prompts = {Prompts()[1], Prompts()[3]};
+  const RunStatus st = h.Run(prompts, {}, nullptr);
+  ASSERT_EQ(st.prompts_done, 2);
+  for (const BenchRow& r : h.rows()) {
+    SCOPED_TRACE(r.prompt_id + " " + r.config.Name());
+    EXPECT_TRUE(r.error.empty()) << r.error;
+    EXPECT_GT(r.stats.n_generated, 0);
+    EXPECT_TRUE(r.speedup.has_value());
+    if (r.config.Name() == "llama-ar") EXPECT_EQ(r.lossless, std::optional<bool>(true)) << r.text;
+  }
 }
 
 TEST_F(HarnessTest, ConfigurationErrors) {

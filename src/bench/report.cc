@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 
+#include "bench/peers.h"
 #include "graft/error.h"
 
 namespace graft::bench {
@@ -27,9 +28,14 @@ struct Agg {
   int64_t n = 0;
   double speedup_sum = 0, e2e_sum = 0, tps_sum = 0, wall_tps_sum = 0, oracle_sum = 0;
   int64_t speedup_n = 0, e2e_n = 0, oracle_n = 0, greedy_n = 0, lossless_n = 0;
+  int64_t errors = 0;     // peer rows whose tool gave no result (not in the other figures)
   GenerationStats total;  // counts and times summed over the rows
 
   void Add(const BenchRow& r) {
+    if (!r.error.empty()) {
+      ++errors;
+      return;
+    }
     ++n;
     if (r.speedup) { speedup_sum += *r.speedup; ++speedup_n; }
     if (r.e2e_speedup) { e2e_sum += *r.e2e_speedup; ++e2e_n; }
@@ -49,7 +55,8 @@ struct Agg {
             {"tokens_per_s", Mean(tps_sum, n)},
             {"tau", Div(total.n_generated, total.n_passes)},
             {"acceptance", Div(total.n_accepted, total.n_drafted + total.n_grafted)},
-            {"lossless_rate", Lossless()}};
+            {"lossless_rate", Lossless()},
+            {"errors", errors}};
   }
   json Full() const {
     json j = Short();
@@ -106,6 +113,7 @@ std::string TempKey(float t) {
 
 json RowJson(const BenchRow& r) {
   json j = StatsToJson(r.stats, r.config.method);
+  j["method"] = r.config.Label();
   j.update({{"prompt_index", r.prompt_index},
             {"prompt_id", r.prompt_id},
             {"category", r.category},
@@ -124,6 +132,10 @@ json RowJson(const BenchRow& r) {
             {"e2e_speedup", Opt(r.e2e_speedup)},
             {"oracle_fraction", Opt(r.oracle_fraction)}});
   if (!r.text.empty()) j["output"] = r.text;
+  if (r.config.is_peer()) {
+    j["peer"] = true;
+    j["error"] = r.error.empty() ? json(nullptr) : json(r.error);
+  }
   return j;
 }
 
@@ -137,13 +149,17 @@ json Summarize(const std::vector<BenchRow>& rows, const std::vector<BenchConfig>
     Agg all;
     std::map<std::string, Agg> per_cat;
     for (const BenchRow& r : rows) {
-      if (r.config.method != c.method || r.config.budget != c.budget || r.config.temperature != c.temperature) continue;
+      if (r.config.method != c.method || r.config.budget != c.budget || r.config.temperature != c.temperature ||
+          r.config.peer != c.peer) {
+        continue;
+      }
       all.Add(r);
       per_cat[r.category].Add(r);
     }
     json e = all.Full();
     e["config"] = c.Name();
-    e["method"] = MethodName(c.method);
+    e["method"] = c.Label();
+    e["peer"] = c.is_peer();
     e["budget"] = c.budget;
     e["temperature"] = std::stod(TempKey(c.temperature));
     json cats = json::object();
@@ -157,7 +173,7 @@ json Summarize(const std::vector<BenchRow>& rows, const std::vector<BenchConfig>
   for (auto& [tk, table] : by_temp.items()) {
     std::map<std::string, json> best;
     for (const BenchConfig& c : configs) {
-      if (c.method == Method::kAr || TempKey(c.temperature) != tk) continue;
+      if (c.method == Method::kAr || c.is_peer() || TempKey(c.temperature) != tk) continue;
       const json& e = table[c.Name()];
       const std::string m = MethodName(c.method);
       auto score = [](const json& x) { return x["speedup"].is_null() ? -1.0 : x["speedup"].get<double>(); };
@@ -181,11 +197,11 @@ std::string CsvText(const std::vector<BenchRow>& rows) {
     os << "," << n << "_proposed," << n << "_accepted";
   }
   os << ",ms_prefill,ms_draft,ms_retrieve,ms_graft,ms_verify,ms_commit,ms_decode,stop_reason,lossless,"
-        "first_divergence,oracle_fraction\n";
+        "first_divergence,oracle_fraction,error\n";
   for (const BenchRow& r : rows) {
     const GenerationStats& s = r.stats;
     os << r.prompt_index << "," << Csv(r.prompt_id) << "," << Csv(r.category) << "," << r.config.Name() << ","
-       << MethodName(r.config.method) << "," << r.config.budget << "," << TempKey(r.config.temperature) << ","
+       << r.config.Label() << "," << r.config.budget << "," << TempKey(r.config.temperature) << ","
        << r.rep << "," << r.turns << "," << (r.truncated ? 1 : 0) << "," << s.n_prompt << "," << s.n_generated
        << "," << Num(r.wall_ms) << "," << Num(r.decode_tps()) << "," << Num(r.wall_tps()) << ","
        << OptNum(r.speedup) << "," << OptNum(r.e2e_speedup) << "," << s.n_passes << "," << s.n_draft_passes << ","
@@ -195,7 +211,7 @@ std::string CsvText(const std::vector<BenchRow>& rows) {
     os << "," << Num(s.t_prefill_ms) << "," << Num(s.t_draft_ms) << "," << Num(s.t_retrieve_ms) << ","
        << Num(s.t_graft_ms) << "," << Num(s.t_verify_ms) << "," << Num(s.t_commit_ms) << "," << Num(s.t_decode_ms)
        << "," << s.stop_reason << "," << (r.lossless ? (*r.lossless ? "1" : "0") : "") << "," << r.first_divergence
-       << "," << OptNum(r.oracle_fraction) << "\n";
+       << "," << OptNum(r.oracle_fraction) << "," << Csv(r.error) << "\n";
   }
   return os.str();
 }
@@ -235,8 +251,30 @@ std::string MarkdownText(const json& res, const std::vector<std::string>& catego
         "e2e speedup = mean of (ar's prefill + its decode time for as many tokens) / (wall time, prefill included); "
         "tau = new tokens per target pass. Each configuration runs on its own engine, interleaved per prompt.\n";
 
-  std::vector<std::string> cfg_names;
-  for (const json& c : res["configs"]) cfg_names.push_back(c["name"].get<std::string>());
+  bool any_peer = false;
+  for (const json& c : res["configs"]) any_peer = any_peer || c.value("peer", false);
+  if (any_peer) {
+    os << "\nRows named llama-* are llama.cpp's own tools (`graft bench --peers`), built from the same pinned "
+          "source as graft's backend, given the same prompt tokens, greedy; their times are the tools' own "
+          "reports (prefill and decode, model load excluded); lossless = the output text equals ar's.\n\n";
+    for (const PeerSpec& p : AllPeers()) {
+      for (const json& c : res["configs"]) {
+        if (c["name"] != p.name) continue;
+        os << "- " << p.name << ": " << p.about << "\n";
+        break;
+      }
+    }
+    std::map<std::string, std::pair<int, std::string>> failed;  // peer -> (rows, first error)
+    for (const json& r : res["rows"]) {
+      if (!r.contains("error") || r["error"].is_null()) continue;
+      auto& f = failed[r["config"].get<std::string>()];
+      if (f.first++ == 0) f.second = r["prompt_id"].get<std::string>() + ": " + r["error"].get<std::string>();
+    }
+    for (const auto& [name, f] : failed) {
+      os << "- **" << name << " failed on " << f.first << " prompt(s)** (not in its figures), first: " << f.second
+         << "\n";
+    }
+  }
   for (auto& [tk, table] : res["summary_by_temp"].items()) {
     os << "\n## Speedup (tau), temperature " << tk << "\n\n| Method |";
     for (const auto& c : categories) os << " " << c << " |";
@@ -322,8 +360,8 @@ json ResultsJson(const ReportInput& in) {
                  {"skipped", skipped}};
   json cfgs = json::array();
   for (const BenchConfig& c : *in.configs) {
-    cfgs.push_back({{"name", c.Name()}, {"method", MethodName(c.method)}, {"budget", c.budget},
-                    {"temperature", std::stod(TempKey(c.temperature))}});
+    cfgs.push_back({{"name", c.Name()}, {"method", c.Label()}, {"budget", c.budget},
+                    {"temperature", std::stod(TempKey(c.temperature))}, {"peer", c.is_peer()}});
   }
   j["configs"] = cfgs;
   j["categories"] = *in.categories;

@@ -17,6 +17,7 @@
 
 #include "bench/dataset.h"
 #include "bench/harness.h"
+#include "bench/peers.h"
 #include "bench/report.h"
 #include "cli_options.h"
 #include "commands.h"
@@ -34,6 +35,8 @@ struct BenchFlags {
   DecodeFlags decode;  // knobs only (method, budget and temperature come from the lists)
   bench::DatasetSpec data;
   std::vector<std::string> methods;
+  std::vector<std::string> peers;
+  std::string peers_dir;
   std::vector<int32_t> budgets = {16};
   std::vector<float> temps = {0.0f};
   int32_t n_predict = 128;
@@ -163,6 +166,36 @@ void MakePlots(const std::string& out) {
   }
 }
 
+// The peers' names ("all" = every one that the models allow), and their programs built
+// by scripts/setup.sh --peers when missing.
+std::vector<std::string> PreparePeers(const BenchFlags& f, bool have_draft) {
+  std::vector<std::string> names;
+  for (const std::string& n : f.peers) {
+    if (n == "all") {
+      for (const bench::PeerSpec& p : bench::AllPeers()) {
+        if (have_draft || !p.needs_draft) names.push_back(p.name);
+      }
+    } else {
+      names.push_back(bench::ParsePeer(n).name);
+    }
+  }
+  if (names.empty()) return names;
+  std::vector<bench::PeerSpec> specs;
+  for (const std::string& n : names) specs.push_back(bench::ParsePeer(n));
+  const bench::PeerRunner runner(f.peers_dir);
+  if (runner.Missing(specs).empty()) return names;
+  const std::string setup = (fs::path(bench::SourceDir()) / "scripts" / "setup.sh").string();
+  if (f.peers_dir != bench::DefaultPeersDir() || !fs::exists(setup)) {
+    throw Error("llama.cpp's tools are missing from " + f.peers_dir + " (" + runner.Missing(specs).front() +
+                "); build them with scripts/setup.sh --peers");
+  }
+  fprintf(stderr, "bench: building llama.cpp's tools for --peers (scripts/setup.sh --peers; once, ~15 min)\n");
+  if (std::system((ShellQuote(setup) + " --peers 1>&2").c_str()) != 0 || !runner.Missing(specs).empty()) {
+    throw Error("scripts/setup.sh --peers failed; llama.cpp's tools are missing from " + f.peers_dir);
+  }
+  return names;
+}
+
 int RunBench(BenchFlags f) {
   CLI::App* sub = f.sub;
   auto given = [&](const char* flag) { return sub->count(flag) > 0; };
@@ -185,6 +218,8 @@ int RunBench(BenchFlags f) {
 
   LoadedModels lm = LoadModels(f.models, 1);
   lm.engine.reset();  // the harness makes one engine per configuration
+  if (f.peers_dir.empty()) f.peers_dir = bench::DefaultPeersDir();
+  const std::vector<std::string> peers = PreparePeers(f, lm.draft != nullptr);
 
   bench::HarnessOptions ho;
   if (f.methods.empty()) {  // everything this setup can run
@@ -216,6 +251,8 @@ int RunBench(BenchFlags f) {
   ho.max_prompt_tokens = f.max_prompt_tokens;
   ho.long_prompts = f.long_prompts == "skip" ? bench::LongPromptPolicy::kSkip : bench::LongPromptPolicy::kTruncate;
   ho.keep_outputs = f.save_outputs;
+  ho.peers = peers;
+  ho.peers_dir = f.peers_dir;
   bench::Harness harness(*lm.target, lm.draft.get(), ho);
 
   json meta;
@@ -232,6 +269,7 @@ int RunBench(BenchFlags f) {
   for (Method m : harness.options().methods) mnames.push_back(MethodName(m));
   meta["flags"] = {{"methods", mnames}, {"budgets", f.budgets}, {"temps", f.temps}, {"n_predict", f.n_predict},
                    {"reps", f.reps}, {"warmup", f.warmup}, {"oracle", f.oracle}, {"quick", f.quick},
+                   {"peers", peers}, {"peers_dir", peers.empty() ? "" : f.peers_dir},
                    {"max_prompt_tokens", f.max_prompt_tokens}, {"long_prompts", f.long_prompts},
                    {"ctx", f.models.ctx}, {"threads", f.models.threads}, {"index", f.models.index},
                    {"system", f.system}, {"raw", f.raw},
@@ -320,6 +358,13 @@ void AddBenchCommand(CLI::App& app, std::function<int()>* run) {
                   "comma list of ar, chain, tree, pruned, pld, suffix, rest, recycle, graft (default: every method "
                   "the models allow; ar always runs as the baseline)")
       ->delimiter(',');
+  std::string peer_names;
+  for (const bench::PeerSpec& p : bench::AllPeers()) peer_names += (peer_names.empty() ? "" : ", ") + p.name;
+  sub->add_option("--peers", f.peers,
+                  "comma list of llama.cpp's own tools to run beside ours on the same prompts (greedy): " +
+                      peer_names + ", or all; built once by scripts/setup.sh --peers (run for you when missing)")
+      ->delimiter(',');
+  sub->add_option("--peers-dir", f.peers_dir, "where the peers' programs are (default: " + bench::DefaultPeersDir() + ")");
   sub->add_option("--budgets", f.budgets, "comma list of tree budgets N; each method runs once per budget (ar once)")
       ->delimiter(',')->capture_default_str();
   sub->add_option("--temps", f.temps, "comma list of temperatures (0 = greedy; losslessness is checked at 0)")
