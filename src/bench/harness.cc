@@ -215,7 +215,7 @@ struct Harness::Impl {
       s.n_accepted = std::max<int64_t>(r.n_accepted, 0);
       s.t_prefill_ms = r.prefill_ms;
       s.t_decode_ms = r.decode_ms;
-      s.stop_reason = r.n_generated < o.n_predict ? "eog" : "length";
+      s.stop_reason = r.eog ? "eog" : "length";
       row->stats.Add(s);
       row->wall_ms += r.prefill_ms + r.decode_ms;  // the tool's own times (model load excluded)
       ++row->turns;

@@ -384,7 +384,7 @@ sys.stderr.write("x I common_perf_print:        eval time = 100.00 ms / 10 runs 
 )PY");
   write("llama-speculative-simple", R"PY(
 sys.stdout.write("\n\n" + echo + "X" + text + "\n\n\n\n")  # not ar's text
-sys.stderr.write("encoded %4d tokens in    0.020 seconds\ndecoded   12 tokens in    0.050 seconds\n" % n_tokens)
+sys.stderr.write("encoded %4d tokens in    0.020 seconds\ndecoded   13 tokens in    0.050 seconds\n" % n_tokens)
 sys.stderr.write("n_drafted = 8\nn_accept  = 6\n")
 )PY");
   write("llama-lookup", "sys.stderr.write('lookup: broken on purpose\\n'); sys.exit(1)\n");
@@ -436,9 +436,10 @@ TEST_F(HarnessTest, FakePeersAreRowsBesideOurs) {
     EXPECT_TRUE(mod.error.empty()) << mod.error;
     EXPECT_EQ(mod.lossless, std::optional<bool>(false));
     EXPECT_EQ(mod.first_divergence, 0);
-    EXPECT_EQ(mod.stats.n_passes, 6);  // 12 tokens, 6 accepted drafts
+    EXPECT_EQ(mod.stats.n_passes, 7);  // 13 tokens (-n 12, one past), 6 accepted drafts
+    EXPECT_EQ(mod.stats.stop_reason, "length");
     EXPECT_EQ(mod.stats.n_accepted, 6);
-    EXPECT_NEAR(*mod.speedup, 240.0 / ar.decode_tps(), 1e-9);
+    EXPECT_NEAR(*mod.speedup, 260.0 / ar.decode_tps(), 1e-9);
     EXPECT_NE(lookup.error.find("broken on purpose"), std::string::npos) << lookup.error;
     EXPECT_FALSE(lookup.speedup.has_value());
     EXPECT_FALSE(lookup.lossless.has_value());
@@ -473,9 +474,10 @@ TEST_F(HarnessTest, PeerConfigurationErrors) {
   EXPECT_THROW(Harness(*target_, nullptr, o), Error);  // needs a draft model
 }
 
-// The real tools, when scripts/setup.sh --peers has built them: one plain and one
-// speculative row on the tiny pair. llama-ar decodes exactly as our ar does (the whole
-// prompt in one batch, then one token per pass), so its text must be ar's.
+// The real tools, when scripts/setup.sh --peers has built them: plain, n-gram and draft
+// rows on the tiny pair, all parsed. llama-ar's text must be ar's on these prompts (both
+// decode one token per pass; the prefill batches differ by the last prompt token, which
+// can move a near-tie on other models: on the default pair it does, once in a while).
 TEST_F(HarnessTest, RealPeersOnTheTinyPair) {
   HarnessOptions o;
   o.n_predict = 12;
@@ -497,7 +499,12 @@ TEST_F(HarnessTest, RealPeersOnTheTinyPair) {
     EXPECT_TRUE(r.error.empty()) << r.error;
     EXPECT_GT(r.stats.n_generated, 0);
     EXPECT_TRUE(r.speedup.has_value());
-    if (r.config.Name() == "llama-ar") EXPECT_EQ(r.lossless, std::optional<bool>(true)) << r.text;
+    if (r.config.Name() == "llama-ar") {
+      EXPECT_EQ(r.lossless, std::optional<bool>(true)) << r.text;
+    }
+    if (r.config.is_peer()) {
+      EXPECT_EQ(r.stats.stop_reason, r.stats.n_generated >= 11 ? "length" : "eog");
+    }
   }
 }
 

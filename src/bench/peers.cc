@@ -69,7 +69,8 @@ void ParseCompletion(const std::string& out, const std::string& err, PeerReport*
   r->n_passes = r->n_generated;
   std::string text = out;
   if (EndsWith(text, "\n\n")) text.resize(text.size() - 2);
-  if (EndsWith(text, " [end of text]\n")) text.resize(text.size() - 15);
+  r->eog = EndsWith(text, " [end of text]\n");
+  if (r->eog) text.resize(text.size() - 15);
   r->text = text;
 }
 
@@ -288,6 +289,12 @@ PeerReport PeerRunner::Run(const PeerSpec& peer, const PeerRun& run, const std::
   else if (p.exit_code != 0) r.error = "exit status " + std::to_string(p.exit_code) + ": " + Tail(p.err);
   if (!r.ok()) return r;
   r = ParsePeerOutput(peer.tool, p.out, p.err, run.prompt_echo);
+  // The speculative tools count their end-of-generation token and stop once past -n.
+  // Ours never count that token (its pass, yes): neither do the rows.
+  if (peer.tool != PeerTool::kCompletion && r.ok()) {
+    r.eog = r.n_generated <= run.n_predict;
+    if (r.eog) r.n_generated = std::max(r.n_generated - 1, 0);
+  }
   if (r.ok() && r.n_prompt != run.prompt_tokens) {
     r.error = "the tool read the prompt as " + std::to_string(r.n_prompt) + " tokens, ours " +
               std::to_string(run.prompt_tokens);

@@ -61,11 +61,12 @@ struct PeerRun {
 struct PeerReport {
   std::string error;  // empty: ran and parsed
   int32_t n_prompt = 0;
-  int32_t n_generated = 0;      // as the tool counts them
+  int32_t n_generated = 0;      // as the tool counts them (PeerRunner::Run: less an end token)
   int32_t n_passes = 0;         // target passes after the prompt (estimated, see ParsePeerOutput)
   double prefill_ms = 0, decode_ms = 0;
   int64_t n_drafted = -1, n_accepted = -1;  // -1: the tool drafts nothing (llama-ar)
   std::string text;             // the generated text
+  bool eog = false;             // it stopped at end-of-generation (not at -n)
   bool ok() const { return error.empty(); }
 };
 

@@ -195,8 +195,13 @@ TEST_F(FakeToolsTest, RunnerReportsWhatTheToolSaid) {
   PeerReport r = runner.Run(ParsePeer("llama-ngram-mod"), run, nullptr);
   ASSERT_TRUE(r.ok()) << r.error;
   EXPECT_EQ(r.text, "an answer");
-  EXPECT_EQ(r.n_generated, 10);
+  EXPECT_TRUE(r.eog);  // 10 tokens of -n 128: the last was the end token, not counted
+  EXPECT_EQ(r.n_generated, 9);
   EXPECT_EQ(r.n_passes, 6);
+  run.n_predict = 9;  // 10 = -n + 1: stopped at the length, all 10 count
+  r = runner.Run(ParsePeer("llama-ngram-mod"), run, nullptr);
+  EXPECT_FALSE(r.eog);
+  EXPECT_EQ(r.n_generated, 10);
 
   run.prompt_tokens = 8;  // the tool tokenized differently: not a comparable row
   r = runner.Run(ParsePeer("llama-ngram-mod"), run, nullptr);
