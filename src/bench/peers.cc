@@ -159,11 +159,6 @@ const char* PeerToolBinary(PeerTool tool) {
   return "?";
 }
 
-std::vector<std::string> PeerBinaries() {
-  return {PeerToolBinary(PeerTool::kCompletion), PeerToolBinary(PeerTool::kSpeculativeSimple),
-          PeerToolBinary(PeerTool::kLookup)};
-}
-
 std::string DefaultPeersDir() {
   if (const char* d = std::getenv("GRAFT_PEERS_DIR"); d != nullptr && *d != '\0') return d;
   const char* home = std::getenv("HOME");

@@ -40,8 +40,6 @@ const std::vector<PeerSpec>& AllPeers();
 const PeerSpec& ParsePeer(const std::string& name);
 // The program file of a tool ("llama-speculative-simple").
 const char* PeerToolBinary(PeerTool tool);
-// Every program the peers need, once each.
-std::vector<std::string> PeerBinaries();
 
 // $GRAFT_PEERS_DIR, else ~/.cache/graft/peers/llama-cpp-python-<pinned version>/bin
 // (where scripts/setup.sh --peers puts them).
