@@ -65,8 +65,7 @@ void ParseCompletion(const std::string& out, const std::string& err, PeerReport*
   r->prefill_ms = std::stod(p[1]);
   r->n_prompt = std::stoi(p[2]);
   r->decode_ms = std::stod(e[1]);
-  r->n_generated = std::stoi(e[2]);  // one decode per token after the first (llama.cpp's own t/s)
-  r->n_passes = r->n_generated;
+  r->n_generated = std::stoi(e[2]);  // decodes; CountLikeOurs makes them tokens
   std::string text = out;
   if (EndsWith(text, "\n\n")) text.resize(text.size() - 2);
   r->eog = EndsWith(text, " [end of text]\n");
@@ -94,8 +93,6 @@ void ParseSpeculative(const std::string& out, const std::string& err, const std:
   }
   r->n_drafted = std::stoll(drafted[1]);
   r->n_accepted = std::stoll(accepted[1]);
-  // Each target pass yields its accepted drafts plus one token of its own.
-  r->n_passes = static_cast<int32_t>(std::max<int64_t>(r->n_generated - r->n_accepted, 1));
   // stdout: "\n\n" + the prompt's pieces + the output + "\n\n" (+ "\n\n" at exit).
   const size_t at = out.find(echo);
   if (echo.empty() || at == std::string::npos || out.find_first_not_of('\n') < at) {
@@ -105,6 +102,27 @@ void ParseSpeculative(const std::string& out, const std::string& err, const std:
   std::string text = out.substr(at + echo.size());
   for (int i = 0; i < 2 && EndsWith(text, "\n\n"); ++i) text.resize(text.size() - 2);
   r->text = text;
+}
+
+// Turns a tool's counts into ours: tokens are the tokens decode passes produced (an
+// end-of-generation token is not one; its pass is), passes are the target passes timed.
+//   completion: one decode per token after the first, which its prefill sampled; the
+//               last decode yields the end token when it stopped there.
+//   speculative-simple: counts every sampled token, the end token too; its prefill
+//               leaves out the last prompt token, so (as ours) passes produce them all:
+//               passes = sampled - accepted drafts. It stops once past -n.
+//   lookup:     counts as speculative-simple, but its prefill also decodes the last
+//               prompt token: the first token comes free, one pass fewer.
+void CountLikeOurs(PeerTool tool, int32_t n_predict, PeerReport* r) {
+  if (tool == PeerTool::kCompletion) {
+    r->n_passes = r->n_generated;
+    if (r->eog) --r->n_generated;
+    return;
+  }
+  r->eog = r->n_generated <= n_predict;
+  const int32_t free_first = tool == PeerTool::kLookup ? 1 : 0;
+  r->n_passes = static_cast<int32_t>(r->n_generated - r->n_accepted) - free_first;
+  r->n_generated -= free_first + (r->eog ? 1 : 0);
 }
 
 std::vector<std::string> Shared(const PeerRun& run, const std::string& prompt_file) {
@@ -165,7 +183,8 @@ std::string DefaultPeersDir() {
   return (fs::path(home != nullptr ? home : "/tmp") / ".cache" / "graft" / "peers" / kPinnedSource / "bin").string();
 }
 
-PeerReport ParsePeerOutput(PeerTool tool, const std::string& out, const std::string& err, const std::string& echo) {
+PeerReport ParsePeerOutput(PeerTool tool, const std::string& out, const std::string& err, const std::string& echo,
+                           int32_t n_predict) {
   PeerReport r;
   try {
     if (tool == PeerTool::kCompletion) ParseCompletion(out, err, &r);
@@ -174,7 +193,9 @@ PeerReport ParsePeerOutput(PeerTool tool, const std::string& out, const std::str
     r = PeerReport{};
     r.error = std::string("unparseable report: ") + e.what();
   }
-  if (r.ok() && (r.n_generated <= 0 || r.decode_ms <= 0)) r.error = "the tool reports no decoded tokens";
+  if (!r.ok()) return r;
+  CountLikeOurs(tool, n_predict, &r);
+  if (r.n_passes <= 0 || r.n_generated < 0 || r.decode_ms <= 0) r.error = "the tool reports no decoded tokens";
   return r;
 }
 
@@ -283,13 +304,7 @@ PeerReport PeerRunner::Run(const PeerSpec& peer, const PeerRun& run, const std::
   else if (p.timed_out) r.error = "timed out after " + std::to_string(static_cast<int>(timeout_s_)) + " s";
   else if (p.exit_code != 0) r.error = "exit status " + std::to_string(p.exit_code) + ": " + Tail(p.err);
   if (!r.ok()) return r;
-  r = ParsePeerOutput(peer.tool, p.out, p.err, run.prompt_echo);
-  // The speculative tools count their end-of-generation token and stop once past -n.
-  // Ours never count that token (its pass, yes): neither do the rows.
-  if (peer.tool != PeerTool::kCompletion && r.ok()) {
-    r.eog = r.n_generated <= run.n_predict;
-    if (r.eog) r.n_generated = std::max(r.n_generated - 1, 0);
-  }
+  r = ParsePeerOutput(peer.tool, p.out, p.err, run.prompt_echo, run.n_predict);
   if (r.ok() && r.n_prompt != run.prompt_tokens) {
     r.error = "the tool read the prompt as " + std::to_string(r.n_prompt) + " tokens, ours " +
               std::to_string(run.prompt_tokens);

@@ -59,8 +59,8 @@ struct PeerRun {
 struct PeerReport {
   std::string error;  // empty: ran and parsed
   int32_t n_prompt = 0;
-  int32_t n_generated = 0;      // as the tool counts them (PeerRunner::Run: less an end token)
-  int32_t n_passes = 0;         // target passes after the prompt (estimated, see ParsePeerOutput)
+  int32_t n_generated = 0;      // tokens its timed decode passes produced, end token excluded (as ours)
+  int32_t n_passes = 0;         // its timed target passes (derived from its counts, see peers.cc)
   double prefill_ms = 0, decode_ms = 0;
   int64_t n_drafted = -1, n_accepted = -1;  // -1: the tool drafts nothing (llama-ar)
   std::string text;             // the generated text
@@ -68,14 +68,15 @@ struct PeerReport {
   bool ok() const { return error.empty(); }
 };
 
-// Parses a tool's stdout and stderr. `prompt_echo`: see PeerRun (the speculative tools
-// print the prompt before the output). Never throws: what cannot be parsed is an error.
+// Parses a tool's stdout and stderr, and counts tokens and passes as our rows do (run
+// with -n `n_predict`). `prompt_echo`: see PeerRun (the speculative tools print the
+// prompt before the output). Never throws: what cannot be parsed is an error.
 //   completion:           "prompt eval time = X ms / N tokens", "eval time = X ms / N runs",
 //                         stdout = the output (--no-display-prompt), " [end of text]" at EOS
 //   speculative / lookup: "encoded N tokens in S seconds", "decoded N tokens in S seconds",
-//                         "n_drafted = N", "n_accept = N"; passes = decoded - accepted
+//                         "n_drafted = N", "n_accept = N"
 PeerReport ParsePeerOutput(PeerTool tool, const std::string& out, const std::string& err,
-                           const std::string& prompt_echo);
+                           const std::string& prompt_echo, int32_t n_predict);
 
 // The command line of one invocation (the program's path first).
 std::vector<std::string> PeerArgv(const PeerSpec& peer, const std::string& bin_dir, const PeerRun& run,

@@ -47,29 +47,45 @@ const char* kSpecErr =
     "0.02.831.030 I accept    = 66.667%\n";
 
 TEST(PeersTest, ParsesLlamaCompletion) {
-  const PeerReport r = ParsePeerOutput(PeerTool::kCompletion, kCompletionOut, kCompletionErr, "");
+  PeerReport r = ParsePeerOutput(PeerTool::kCompletion, kCompletionOut, kCompletionErr, "", 24);
   ASSERT_TRUE(r.ok()) << r.error;
   EXPECT_EQ(r.n_prompt, 15);
   EXPECT_DOUBLE_EQ(r.prefill_ms, 272.96);
-  EXPECT_EQ(r.n_generated, 17);  // eval runs, not the prompt's 15 tokens
-  EXPECT_DOUBLE_EQ(r.decode_ms, 1166.12);
+  // 17 decodes (the prompt's 15 tokens are not among them): the first token came from
+  // the prefill, the 17th decode yielded the end token, so 16 tokens in 17 passes.
+  EXPECT_TRUE(r.eog);
   EXPECT_EQ(r.n_passes, 17);
+  EXPECT_EQ(r.n_generated, 16);
+  EXPECT_DOUBLE_EQ(r.decode_ms, 1166.12);
   EXPECT_EQ(r.n_drafted, -1);
   EXPECT_EQ(r.text, "Rust's cold embrace,\nSteel forms, a silent dance,\nSilent rust.");
+  // Without the end marker it ran to -n: every decode yielded a token.
+  const std::string cut = std::string(kCompletionOut).substr(0, 60) + "\n\n";
+  r = ParsePeerOutput(PeerTool::kCompletion, cut, kCompletionErr, "", 18);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_FALSE(r.eog);
+  EXPECT_EQ(r.n_generated, 17);
 }
 
 TEST(PeersTest, ParsesSpeculativeTools) {
   for (PeerTool tool : {PeerTool::kSpeculativeSimple, PeerTool::kLookup}) {
-    const PeerReport r = ParsePeerOutput(tool, kSpecOut, kSpecErr, kEcho);
+    const bool lookup = tool == PeerTool::kLookup;
+    PeerReport r = ParsePeerOutput(tool, kSpecOut, kSpecErr, kEcho, 24);
     ASSERT_TRUE(r.ok()) << r.error;
     EXPECT_EQ(r.n_prompt, 15);
     EXPECT_DOUBLE_EQ(r.prefill_ms, 250.0);
-    EXPECT_EQ(r.n_generated, 19);
     EXPECT_DOUBLE_EQ(r.decode_ms, 1321.0);
     EXPECT_EQ(r.n_drafted, 9);
     EXPECT_EQ(r.n_accepted, 6);
-    EXPECT_EQ(r.n_passes, 13);  // 19 tokens, 6 of them accepted drafts
+    // 19 sampled with -n 24: the 19th was the end token. speculative-simple: 19 - 6
+    // accepted = 13 passes made all 18; llama-lookup's prefill made the first, 12 passes.
+    EXPECT_TRUE(r.eog);
+    EXPECT_EQ(r.n_passes, lookup ? 12 : 13);
+    EXPECT_EQ(r.n_generated, lookup ? 17 : 18);
     EXPECT_EQ(r.text, "Rust's cold embrace,\nSteel forms, a silent dance,\nSilence in steel.");
+    r = ParsePeerOutput(tool, kSpecOut, kSpecErr, kEcho, 18);  // 19 = -n + 1: ran to the length
+    EXPECT_FALSE(r.eog);
+    EXPECT_EQ(r.n_generated, lookup ? 18 : 19);
   }
 }
 
@@ -91,7 +107,7 @@ TEST(PeersTest, BrokenReportsAreErrorsNotCrashes) {
       {PeerTool::kCompletion, "", "prompt eval time = 1e999999 ms / 3 tokens\n eval time = 5 ms / 2 runs\n", ""},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
-    const PeerReport r = ParsePeerOutput(cases[i].tool, cases[i].out, cases[i].err, cases[i].echo);
+    const PeerReport r = ParsePeerOutput(cases[i].tool, cases[i].out, cases[i].err, cases[i].echo, 64);
     EXPECT_FALSE(r.ok()) << "case " << i;
   }
 }
