@@ -85,9 +85,9 @@ def plot_tau(plt, res, methods, peers, temp, path):
             style.update(color="black")
         ax.scatter([tau], [s], label=m, zorder=3, **style)
         ax.annotate(m, (tau, s), textcoords="offset points", xytext=(5, 4), fontsize=8)
-    for name, (s, tau) in peers.items():
+    for i, (name, (s, tau)) in enumerate(peers.items()):
         ax.scatter([tau], [s], marker="s", facecolors="none", edgecolors="tab:red", s=50,
-                   label=f"{name} (llama.cpp)", zorder=3)
+                   label="llama.cpp's tools (named)" if i == 0 else None, zorder=3)
         ax.annotate(name, (tau, s), textcoords="offset points", xytext=(5, -10), fontsize=7, color="tab:red")
     budget = next((pts[0][0] for pts in methods.values()), None)
     ax.set_xlabel("tau (new tokens per target pass)")
