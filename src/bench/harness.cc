@@ -55,16 +55,20 @@ struct Harness::Impl {
 
   // Prompt tokens of a conversation (user turns and assistant answers alternate).
   std::vector<Token> Encode(const std::vector<ChatMessage>& msgs) const {
-    if (o.raw) {
-      std::string text;
-      for (const auto& m : msgs) {
-        if (m.role == "system") continue;
-        if (!text.empty()) text += "\n\n";
-        text += m.content;
-      }
-      return target.Tokenize(text, /*add_special=*/true, /*parse_special=*/false);
+    return target.Tokenize(PromptText(msgs), /*add_special=*/true, /*parse_special=*/!o.raw);
+  }
+
+  // The text Encode tokenizes (also what a peer is given): the chat template, or with
+  // --raw the user turns joined by blank lines.
+  std::string PromptText(const std::vector<ChatMessage>& msgs) const {
+    if (!o.raw) return target.ApplyChatTemplate(msgs, /*add_assistant=*/true);
+    std::string text;
+    for (const auto& m : msgs) {
+      if (m.role == "system") continue;
+      if (!text.empty()) text += "\n\n";
+      text += m.content;
     }
-    return target.Tokenize(target.ApplyChatTemplate(msgs, /*add_assistant=*/true), true, true);
+    return text;
   }
 
   std::vector<ChatMessage> FirstTurn(const std::string& text) const {
@@ -129,9 +133,7 @@ struct Harness::Impl {
     return s;
   }
 
-  // Runs one configuration over a prompt's turns. Returns false when cancelled.
-  bool RunOne(Engine& engine, const BenchConfig& c, const PreparedPrompt& pp, int32_t rep, const BenchRow* ar,
-              const std::atomic<bool>* stop, BenchRow* row) const {
+  static void StartRow(const BenchConfig& c, const PreparedPrompt& pp, int32_t rep, BenchRow* row) {
     row->prompt_index = pp.index;
     row->prompt_id = pp.prompt->id;
     row->category = pp.prompt->category;
@@ -139,6 +141,12 @@ struct Harness::Impl {
     row->rep = rep;
     row->truncated = pp.truncated;
     row->turns = 0;
+  }
+
+  // Runs one configuration over a prompt's turns. Returns false when cancelled.
+  bool RunOne(Engine& engine, const BenchConfig& c, const PreparedPrompt& pp, int32_t rep, const BenchRow* ar,
+              const std::atomic<bool>* stop, BenchRow* row) const {
+    StartRow(c, pp, rep, row);
     const DecodeOptions opts = Options(c);
     std::vector<ChatMessage> msgs;
     if (!o.system.empty()) msgs.push_back({"system", o.system});
@@ -173,13 +181,7 @@ struct Harness::Impl {
   // a tool's failure is the row's error.
   bool RunPeer(const BenchConfig& c, const PreparedPrompt& pp, int32_t rep, const std::atomic<bool>* stop,
                BenchRow* row) const {
-    row->prompt_index = pp.index;
-    row->prompt_id = pp.prompt->id;
-    row->category = pp.prompt->category;
-    row->config = c;
-    row->rep = rep;
-    row->truncated = pp.truncated;
-    row->turns = 0;
+    StartRow(c, pp, rep, row);
     const PeerSpec& spec = ParsePeer(c.peer);
     std::vector<ChatMessage> msgs;
     if (!o.system.empty()) msgs.push_back({"system", o.system});
@@ -224,18 +226,6 @@ struct Harness::Impl {
       msgs.push_back({"assistant", r.text});
     }
     return true;
-  }
-
-  // The prompt text a peer tokenizes (Encode's text before tokenization).
-  std::string PromptText(const std::vector<ChatMessage>& msgs) const {
-    if (!o.raw) return target.ApplyChatTemplate(msgs, /*add_assistant=*/true);
-    std::string text;
-    for (const auto& m : msgs) {
-      if (m.role == "system") continue;
-      if (!text.empty()) text += "\n\n";
-      text += m.content;
-    }
-    return text;
   }
 
   // A peer's outputs against ar's, as text per turn: lossless when each turn's text and
