@@ -68,9 +68,7 @@ def plot_pareto(plt, res, table, temp, path):
     ax.set_title(f"graft bench: speedup vs budget (T={temp}, {status_text(res)})")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(plt, fig, path)
 
 
 def plot_tau(plt, res, methods, peers, temp, path):
@@ -96,9 +94,7 @@ def plot_tau(plt, res, methods, peers, temp, path):
     ax.set_title(f"graft bench: speedup vs tau (T={temp}{n}, {status_text(res)})")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(plt, fig, path)
 
 
 def plot_categories(plt, res, table, temp, path):
@@ -125,6 +121,10 @@ def plot_categories(plt, res, table, temp, path):
     ax.set_title(f"graft bench: speedup per category (T={temp}, best budget per method)")
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=8, ncol=3)
+    save(plt, fig, path)
+
+
+def save(plt, fig, path):
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -54,8 +54,9 @@ struct Harness::Impl {
   int32_t max_budget = 1;
 
   // Prompt tokens of a conversation (user turns and assistant answers alternate).
-  std::vector<Token> Encode(const std::vector<ChatMessage>& msgs) const {
-    return target.Tokenize(PromptText(msgs), /*add_special=*/true, /*parse_special=*/!o.raw);
+  std::vector<Token> Encode(const std::vector<ChatMessage>& msgs) const { return EncodeText(PromptText(msgs)); }
+  std::vector<Token> EncodeText(const std::string& text) const {
+    return target.Tokenize(text, /*add_special=*/true, /*parse_special=*/!o.raw);
   }
 
   // The text Encode tokenizes (also what a peer is given): the chat template, or with
@@ -183,24 +184,25 @@ struct Harness::Impl {
                BenchRow* row) const {
     StartRow(c, pp, rep, row);
     const PeerSpec& spec = ParsePeer(c.peer);
+    PeerRun run;
+    run.n_predict = o.n_predict;
+    run.n_threads = o.n_threads;
+    run.n_ctx = n_ctx;
+    run.target_path = target.path();
+    if (draft != nullptr) run.draft_path = draft->path();
     std::vector<ChatMessage> msgs;
     if (!o.system.empty()) msgs.push_back({"system", o.system});
     for (size_t k = 0; k < pp.prompt->turns.size(); ++k) {
       msgs.push_back({"user", k == 0 ? pp.first_turn : pp.prompt->turns[k]});
-      PeerRun run;
-      const std::vector<Token> prompt = Encode(msgs);
+      run.prompt_text = PromptText(msgs);
+      const std::vector<Token> prompt = EncodeText(run.prompt_text);
       if (static_cast<int32_t>(prompt.size()) + 2 > n_ctx) {
         row->stats.stop_reason = "context";
         break;
       }
-      run.prompt_text = PromptText(msgs);
       run.prompt_tokens = static_cast<int32_t>(prompt.size());
+      run.prompt_echo.clear();
       for (Token t : prompt) run.prompt_echo += target.TokenToPiece(t, /*special=*/true);
-      run.n_predict = o.n_predict;
-      run.n_threads = o.n_threads;
-      run.n_ctx = n_ctx;
-      run.target_path = target.path();
-      if (draft != nullptr) run.draft_path = draft->path();
       const PeerReport r = peers->Run(spec, run, stop);
       if (stop != nullptr && stop->load()) return false;
       if (!r.ok()) {
@@ -239,10 +241,9 @@ struct Harness::Impl {
       const std::string& mine = r->turn_texts[k];
       std::string base;
       for (Token t : ar.outputs[k]) {
-        const std::string next = base + target.TokenToPiece(t);
-        if (!diverged && next.size() <= mine.size() && mine.compare(0, next.size(), next) == 0) ++matched;
+        base += target.TokenToPiece(t);
+        if (!diverged && base.size() <= mine.size() && mine.compare(0, base.size(), base) == 0) ++matched;
         else diverged = true;
-        base = next;
       }
       // ar ended this turn at end-of-generation: the peer must stop there too.
       const bool ar_stopped = static_cast<int32_t>(ar.outputs[k].size()) < o.n_predict;
@@ -321,18 +322,17 @@ Harness::Harness(const Model& target, const Model* draft, HarnessOptions options
     if (std::find(methods.begin(), methods.end(), m) == methods.end()) methods.push_back(m);
   }
   o.methods = methods;
+  std::vector<PeerSpec> specs;
   for (const std::string& name : o.peers) {
-    const PeerSpec& p = ParsePeer(name);
-    if (p.needs_draft && draft == nullptr) {
+    specs.push_back(ParsePeer(name));
+    if (specs.back().needs_draft && draft == nullptr) {
       throw Error("peer " + name + " needs a draft model (-md); drop it from --peers");
     }
   }
-  if (!o.peers.empty()) {
+  if (!specs.empty()) {
     if (std::find(o.temperatures.begin(), o.temperatures.end(), 0.0f) == o.temperatures.end()) {
       throw Error("peers run greedy: add 0 to --temps");
     }
-    std::vector<PeerSpec> specs;
-    for (const std::string& name : o.peers) specs.push_back(ParsePeer(name));
     const std::vector<std::string> missing = PeerRunner(o.peers_dir).Missing(specs);
     if (!missing.empty()) {
       throw Error("llama.cpp's tools are not built (missing " + missing.front() +
@@ -448,7 +448,7 @@ RunStatus Harness::Run(const std::vector<BenchPrompt>& prompts, const HarnessCal
         const BenchConfig& c = configs_[ci];
         const BenchRow* ar = nullptr;
         for (const BenchRow& r : rows) {
-          if (r.config.method == Method::kAr && r.config.temperature == c.temperature) ar = &r;
+          if (r.config.method == Method::kAr && !r.config.is_peer() && r.config.temperature == c.temperature) ar = &r;
         }
         BenchRow row;
         const bool done = c.is_peer() ? impl.RunPeer(c, pp, rep, stop, &row)
