@@ -6,9 +6,14 @@
 // tree in one pass (tree attention through leaf-set sequence ids, docs/design.md §3),
 // and committing an accepted root-to-node path while dropping the rest.
 //
-// Cache invariant kept by Context: sequence 0 holds exactly the committed tokens
-// at positions [0, n_past()). Other sequence ids are scratch, used only between an
-// evaluation and the following commit.
+// A Context may hold several lanes (ContextOptions::n_lanes): independent token
+// streams, e.g. one per server request, that share the KV cache and are evaluated
+// together in one pass (EvalLanes), each with its own positions and sequence ids.
+// Every per-stream call takes a lane (default 0, the only one of a plain context).
+//
+// Cache invariant kept by Context, per lane: the lane's first sequence id holds
+// exactly its committed tokens at positions [0, n_past(lane)). Its other sequence
+// ids are scratch, used only between an evaluation and the following commit.
 #pragma once
 
 #include <cstdint>
@@ -93,11 +98,20 @@ class Model {
 void CheckDraftCompatible(const Model& target, const Model& draft);
 
 struct ContextOptions {
-  int32_t n_ctx = 4096;     // KV cache size in tokens (prompt + output + one tree)
-  int32_t n_batch = 512;    // prefill chunk size
+  int32_t n_ctx = 4096;     // KV cache size in tokens per lane (prompt + output + one tree)
+  int32_t n_batch = 512;    // prefill chunk size; rows of one pass at most (raised to max_tree x n_lanes)
   int32_t n_threads = 2;    // threads for single-token and batched decode
-  int32_t n_seq_max = 64;   // sequence ids available to a tree (its number of leaves)
+  int32_t n_seq_max = 64;   // sequence ids per lane available to a tree (its number of leaves)
   int32_t max_tree = 64;    // largest tree EvalTree accepts (outputs per pass)
+  int32_t n_lanes = 1;      // token streams sharing the cache (n_lanes x n_seq_max <= 256)
+};
+
+// One lane's share of a pass (Context::EvalLanes): a chunk of its prompt, decoded
+// into its committed prefix without logits as Prefill does, or a tree, as EvalTree.
+struct LaneWork {
+  int32_t lane = 0;
+  TokenSpan prefill;               // non-empty: a prefill chunk
+  const TokenTree* tree = nullptr;  // else: the tree to evaluate
 };
 
 class Context {
@@ -111,42 +125,63 @@ class Context {
   int32_t n_ctx() const { return n_ctx_; }
   int32_t n_seq_max() const { return n_seq_max_; }
   int32_t max_tree() const { return max_tree_; }
-  int32_t n_batch() const { return n_batch_; }  // tokens per prefill decode
-  // Committed tokens in sequence 0: positions [0, n_past).
-  int32_t n_past() const { return n_past_; }
+  int32_t n_batch() const { return n_batch_; }  // rows per decode (prefill chunk size)
+  int32_t n_lanes() const { return static_cast<int32_t>(lanes_.size()); }
+  // Committed tokens of `lane`: positions [0, n_past).
+  int32_t n_past(int32_t lane = 0) const { return Lane(lane).n_past; }
 
-  // Decodes `tokens` at positions [n_past, n_past + size) into sequence 0, in
-  // chunks of n_batch, and advances n_past. Returns the logits of the last token
-  // ([n_vocab], valid until the next decode) when `want_last_logits`, else nullptr.
-  // Throws if the tokens do not fit in the context.
-  const float* Prefill(TokenSpan tokens, bool want_last_logits = true);
+  // Decodes `tokens` at positions [n_past, n_past + size) into the lane's committed
+  // prefix, in chunks of n_batch, and advances n_past. Returns the logits of the last
+  // token ([n_vocab], valid until the next decode) when `want_last_logits`, else
+  // nullptr. Throws if the tokens do not fit in the lane.
+  const float* Prefill(TokenSpan tokens, bool want_last_logits = true, int32_t lane = 0);
 
   // Evaluates a tree in one llama_decode: node i at position n_past + depth[i],
-  // tagged with LeafSequenceIds(parent). Logits for every node via Logits(i).
-  // Does not change n_past; the caller must CommitPath (or Rollback) next.
-  void EvalTree(const TokenTree& tree);
+  // tagged with LeafSequenceIds(parent) (offset to the lane's ids). Logits for every
+  // node via Logits(i). Does not change n_past; the caller must CommitPath next.
+  void EvalTree(const TokenTree& tree, int32_t lane = 0);
 
-  // Logits of output row i of the last decode ([n_vocab], valid until the next decode).
+  // One llama_decode over several lanes (each at most once): their prefill chunks and
+  // trees, as Prefill (no logits) and EvalTree would do them one by one, at the cost
+  // of one pass over all their rows (at most n_batch). Returns, per work item, the
+  // Logits row of its tree's root (node i is row root + i), -1 for a prefill chunk.
+  // A lane with a tree must CommitPath next; a prefill chunk advances its n_past.
+  std::vector<int32_t> EvalLanes(const std::vector<LaneWork>& work);
+
+  // Logits of batch row i of the last decode ([n_vocab], valid until the next decode).
   const float* Logits(int32_t i) const;
 
-  // After EvalTree: keeps sequence 0's prefix plus the nodes `path` (root first,
-  // a root-to-node path of the evaluated tree) and drops every other tree node.
+  // After EvalTree: keeps the lane's prefix plus the nodes `path` (root first, a
+  // root-to-node path of the evaluated tree) and drops every other tree node.
   // n_past grows by path.size().
-  void CommitPath(const std::vector<int32_t>& path);
+  void CommitPath(const std::vector<int32_t>& path, int32_t lane = 0);
 
-  // Drops everything at positions >= n (all sequences) and sets n_past = n.
-  void Truncate(int32_t n);
+  // Drops the lane's tokens at positions >= n and sets its n_past = n.
+  void Truncate(int32_t n, int32_t lane = 0);
 
  private:
   // Draft trees manage their own sequence ids through this internal, uninstalled
   // interface (src/backend/sequence_ops.h); users of the library cannot.
   friend class SequenceOps;
 
+  struct LaneState {
+    int32_t n_past = 0;
+    int32_t n_leaves = 0;                         // scratch sequences the last tree used
+    std::vector<std::vector<int32_t>> tree_seqs;  // [n] leaf ids (lane-relative) per node of the last tree
+    std::vector<int32_t> tree_depth;              // [n]
+  };
+  const LaneState& Lane(int32_t lane) const;
+  LaneState& Lane(int32_t lane);
+  int32_t SeqBase(int32_t lane) const { return lane * n_seq_max_; }
+
   void DecodeChecked(int32_t n_tokens, const char* what);
-  // Makes sequence `seq`'s cells up to position `n_past + path_len - 1` the new
-  // committed prefix (in sequence 0) and drops all other scratch sequences;
-  // n_past grows by path_len.
-  void CommitSequence(int32_t seq, int32_t path_len);
+  // Checks `tree` against the lane's limits, tags its cache sequences and writes its
+  // rows into the batch from row `row`. Returns the rows written.
+  int32_t PutTree(const TokenTree& tree, int32_t lane, int32_t row);
+  // Makes lane-relative sequence `seq`'s cells up to position `n_past + path_len - 1`
+  // the lane's new committed prefix and drops its other scratch sequences; n_past
+  // grows by path_len.
+  void CommitSequence(int32_t seq, int32_t path_len, int32_t lane = 0);
 
   const Model& model_;
   llama_context* ctx_ = nullptr;
@@ -154,11 +189,9 @@ class Context {
   std::unique_ptr<BatchHolder> batch_;
   int32_t n_ctx_ = 0;
   int32_t n_batch_ = 0;
-  int32_t n_seq_max_ = 0;
+  int32_t n_seq_max_ = 0;  // per lane
   int32_t max_tree_ = 0;
-  int32_t n_past_ = 0;
-  std::vector<std::vector<int32_t>> last_tree_seqs_;  // [n] leaf ids per node of the last tree
-  std::vector<int32_t> last_tree_depth_;              // [n]
+  std::vector<LaneState> lanes_;
 };
 
 }  // namespace graft

@@ -7,7 +7,8 @@
 //
 // An Engine owns the target's and the draft's KV caches and the learned state that
 // outlives a request (history index, next-token table, calibration); it serves one
-// request at a time (callers serialise, e.g. the server's slot queue).
+// request at a time (callers serialise). An EngineGroup serves several at once:
+// its engines share one target cache and every step is one target pass for all.
 #pragma once
 
 #include <cstdint>
@@ -158,8 +159,71 @@ class Engine {
   bool has_index() const;
 
  private:
+  friend class EngineGroup;
+  // An engine on lane `lane` of a target context shared with other engines.
+  Engine(const Model& target, const Model* draft, const EngineConfig& config, std::shared_ptr<Context> shared_target,
+         int32_t lane);
   struct State;
   std::unique_ptr<State> s_;
+};
+
+struct EngineGroupOptions {
+  int32_t slots = 1;            // requests in flight at once (lanes of the shared target cache)
+  int32_t prefill_chunk = 256;  // prompt tokens at most per step, all joining requests together
+  // Size each request's tree against the whole pass (BatchLoad, graft's adaptive
+  // policy): as requests join, trees shrink, down to plain decoding batched across them.
+  bool load_aware = true;
+};
+
+// Continuous batching: several requests decoded together over one target KV cache.
+// Each slot is an engine of its own (its learned state, its draft cache) on its own
+// lane of the shared target context; Step() puts every active slot's work, a chunk of
+// a joining prompt or a speculative step's tree, into one target pass, then verifies
+// and commits each slot separately. So a stream's tokens are those its engine alone
+// would give (greedy: up to near-ties, where the batched kernels round differently,
+// as for any tree). Requests join (Start) and leave (finished, cancelled) between
+// steps. One thread drives a group; it is not thread-safe.
+//
+//   EngineGroup group(target, draft, config, {.slots = 4});
+//   group.Start(0, request, {.method = Method::kGraft});
+//   while (!group.idle()) for (auto& f : group.Step()) use(f.slot, f.result);
+class EngineGroup {
+ public:
+  // Throws graft::Error for an incompatible draft, an unreadable index or a slot count
+  // the cache cannot hold (slots x config.max_tree sequence ids at most 256).
+  EngineGroup(const Model& target, const Model* draft, const EngineConfig& config, const EngineGroupOptions& options);
+  ~EngineGroup();
+  EngineGroup(const EngineGroup&) = delete;
+  EngineGroup& operator=(const EngineGroup&) = delete;
+
+  int32_t slots() const { return static_cast<int32_t>(engines_.size()); }
+  // For Validate (every slot has the same configuration).
+  const Engine& engine(int32_t slot) const { return *engines_.at(slot); }
+  bool busy(int32_t slot) const;
+  bool idle() const;  // no slot busy
+
+  // Begins `request` on free slot `slot` (its prompt is prefilled by the next steps).
+  // Throws graft::Error for options the engine cannot run or a request it cannot take
+  // (Engine::Validate; empty prompt, no room in the context); the slot stays free.
+  void Start(int32_t slot, GenerateRequest request, const DecodeOptions& options);
+
+  struct Finished {
+    int32_t slot;
+    GenerateResult result;  // stop_reason as Generate's ("cancelled" by on_tokens / cancelled)
+    std::string error;      // non-empty: the generation failed (result holds what was emitted)
+  };
+  // One target pass over every busy slot's work; on_tokens of each request that
+  // emitted is called from here. Returns the requests that finished (their slots are
+  // free again). A pass that fails fails the requests in it, not the group.
+  std::vector<Finished> Step();
+
+  // Cost profile of every slot (Engine::PrepareCostProfile); ms spent measuring.
+  double PrepareCostProfile();
+
+ private:
+  EngineGroupOptions options_;
+  std::shared_ptr<Context> target_ctx_;
+  std::vector<std::unique_ptr<Engine>> engines_;
 };
 
 // "decoded 128 tokens in 3.2 s, 40.0 t/s ..." in llama.cpp's speculative form.

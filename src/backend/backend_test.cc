@@ -164,6 +164,92 @@ TEST(BackendTest, CommitPathLeavesPrefixPlusPath) {
   }
 }
 
+// Lanes share passes, not tokens: two prompts prefilled and two trees evaluated in
+// one pass of a two-lane context give each lane the logits a context of its own gives,
+// and committing one lane's path leaves the other's cache as it was.
+TEST(BackendTest, LanesShareAPassButNotTheirTokens) {
+  auto model = Model::Load(ModelPath("tiny-target.gguf"));
+  const int32_t nv = model->n_vocab();
+  ContextOptions co;
+  co.n_ctx = 256;
+  co.max_tree = 16;
+  co.n_seq_max = 16;
+  ContextOptions two = co;
+  two.n_lanes = 2;
+  Context shared(*model, two);
+  ASSERT_EQ(shared.n_lanes(), 2);
+  ASSERT_GE(shared.n_ctx(), 256);
+  const std::vector<Token> p0 = model->Tokenize("The quick brown fox jumps over the lazy dog. Once upon a", true, false);
+  const std::vector<Token> p1 = model->Tokenize("def fibonacci(n):\n    if n < 2:\n        return n", true, false);
+  Context alone0(*model, co), alone1(*model, co);
+  alone0.Prefill(TokenSpan(p0).first(p0.size() - 1), false);
+  alone1.Prefill(TokenSpan(p1).first(p1.size() - 1), false);
+  // Lane 1's prompt in two chunks: the first beside nothing, the second beside lane 0's.
+  const size_t half = (p1.size() - 1) / 2;
+  EXPECT_EQ(shared.EvalLanes({{1, TokenSpan(p1).first(half), nullptr}}), std::vector<int32_t>{-1});
+  shared.EvalLanes({{0, TokenSpan(p0).first(p0.size() - 1), nullptr}, {1, TokenSpan(p1).subspan(half, p1.size() - 1 - half), nullptr}});
+  EXPECT_EQ(shared.n_past(0), static_cast<int32_t>(p0.size() - 1));
+  EXPECT_EQ(shared.n_past(1), static_cast<int32_t>(p1.size() - 1));
+  std::mt19937 rng(5);
+  Token root0 = p0.back(), root1 = p1.back();
+  // |difference| relative to max(1, max |logit|): batched kernels round differently
+  // (measured up to 1e-3 for this F32 model); attending to the other lane's tokens would be far off.
+  float worst = 0;
+  const auto max_diff = [nv, &worst](const float* a, const float* b) {
+    float d = 0, m = 1;
+    for (int32_t v = 0; v < nv; ++v) {
+      d = std::max(d, std::fabs(a[v] - b[v]));
+      m = std::max(m, std::fabs(b[v]));
+    }
+    worst = std::max(worst, d / m);
+    return d / m;
+  };
+  for (int step = 0; step < 3; ++step) {
+    const TokenTree t0 = RandomTree(rng, root0, 9, 3, nv);
+    const TokenTree t1 = RandomTree(rng, root1, 12, 4, nv);
+    // Lane order in the pass is the caller's: lane 1 first on odd steps.
+    std::vector<LaneWork> work = {{0, {}, &t0}, {1, {}, &t1}};
+    if (step % 2 == 1) std::swap(work[0], work[1]);
+    const std::vector<int32_t> rows = shared.EvalLanes(work);
+    const int32_t r0 = step % 2 == 1 ? rows[1] : rows[0];
+    const int32_t r1 = step % 2 == 1 ? rows[0] : rows[1];
+    std::vector<std::vector<float>> l0, l1;
+    for (int32_t i = 0; i < t0.size(); ++i) l0.emplace_back(shared.Logits(r0 + i), shared.Logits(r0 + i) + nv);
+    for (int32_t i = 0; i < t1.size(); ++i) l1.emplace_back(shared.Logits(r1 + i), shared.Logits(r1 + i) + nv);
+    alone0.EvalTree(t0);
+    for (int32_t i = 0; i < t0.size(); ++i) EXPECT_LT(max_diff(l0[i].data(), alone0.Logits(i)), 3e-3f) << "lane 0 node " << i;
+    alone1.EvalTree(t1);
+    for (int32_t i = 0; i < t1.size(); ++i) EXPECT_LT(max_diff(l1[i].data(), alone1.Logits(i)), 3e-3f) << "lane 1 node " << i;
+    // Commit a random leaf's path in lane 0 and the root alone in lane 1.
+    const std::vector<int32_t> leaves = t0.Leaves();
+    const std::vector<int32_t> path0 = t0.PathNodes(leaves[rng() % leaves.size()]);
+    shared.CommitPath(path0, 0);
+    alone0.CommitPath(path0);
+    shared.CommitPath({0}, 1);
+    alone1.CommitPath({0});
+    root0 = Argmax(l0[path0.back()].data(), nv);
+    root1 = Argmax(l1[0].data(), nv);
+    EXPECT_EQ(shared.n_past(0), alone0.n_past());
+    EXPECT_EQ(shared.n_past(1), alone1.n_past());
+  }
+  // Truncating one lane leaves the other's tokens: lane 1 still continues as alone1.
+  shared.Truncate(0, 0);
+  EXPECT_EQ(shared.n_past(0), 0);
+  const float* a = shared.Prefill(std::vector<Token>{root1}, true, 1);
+  std::vector<float> la(a, a + nv);
+  EXPECT_LT(max_diff(la.data(), alone1.Prefill(std::vector<Token>{root1}, true)), 3e-3f);
+  printf("[lanes] worst relative logit difference to a lane of its own %.2e\n", worst);
+  // Misuse is refused: a lane twice in one pass, a lane out of range.
+  TokenTree one;
+  one.Reset(root1);
+  EXPECT_ANY_THROW(shared.EvalLanes({{1, {}, &one}, {1, {}, &one}}));
+  EXPECT_ANY_THROW(shared.n_past(2));
+  ContextOptions too_many = co;
+  too_many.n_seq_max = 64;
+  too_many.n_lanes = 5;  // 320 sequence ids
+  EXPECT_THROW(Context(*model, too_many), Error);
+}
+
 TEST(BackendTest, BadModelFilesGiveClearErrors) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("graft_backend_test_" + std::to_string(getpid()));

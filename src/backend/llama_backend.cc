@@ -215,16 +215,18 @@ struct Context::BatchHolder {
 Context::Context(const Model& model, const ContextOptions& options) : model_(model) {
   EnsureBackend();
   if (options.n_ctx < 16) throw Error("context size must be at least 16 tokens");
+  if (options.n_lanes < 1) throw Error("a context needs at least one lane");
   const int32_t seq_limit = static_cast<int32_t>(llama_max_parallel_sequences());
-  if (options.n_seq_max < 1 || options.n_seq_max > seq_limit) {
-    throw Error("n_seq_max must be in [1, " + std::to_string(seq_limit) + "]");
+  if (options.n_seq_max < 1 || static_cast<int64_t>(options.n_seq_max) * options.n_lanes > seq_limit) {
+    throw Error("n_seq_max x n_lanes must be in [1, " + std::to_string(seq_limit) + "] (n_seq_max " +
+                std::to_string(options.n_seq_max) + ", " + std::to_string(options.n_lanes) + " lanes)");
   }
   llama_context_params p = llama_context_default_params();
-  n_batch_ = std::max(options.n_batch, options.max_tree);
-  p.n_ctx = static_cast<uint32_t>(options.n_ctx);
+  n_batch_ = std::max(options.n_batch, options.max_tree * options.n_lanes);
+  p.n_ctx = static_cast<uint32_t>(options.n_ctx) * static_cast<uint32_t>(options.n_lanes);
   p.n_batch = static_cast<uint32_t>(n_batch_);
-  p.n_ubatch = static_cast<uint32_t>(n_batch_);  // a tree must sit in one ubatch
-  p.n_seq_max = static_cast<uint32_t>(options.n_seq_max);
+  p.n_ubatch = static_cast<uint32_t>(n_batch_);  // a pass's trees must sit in one ubatch
+  p.n_seq_max = static_cast<uint32_t>(options.n_seq_max * options.n_lanes);
   p.n_outputs_max = static_cast<uint32_t>(n_batch_);
   p.n_outputs_max_per_seq = static_cast<uint32_t>(n_batch_);
   p.n_threads = options.n_threads;
@@ -233,20 +235,32 @@ Context::Context(const Model& model, const ContextOptions& options) : model_(mod
   p.no_perf = true;
   ctx_ = llama_init_from_model(model.model_, p);
   if (ctx_ == nullptr) {
-    throw Error("llama.cpp could not create a context of " + std::to_string(options.n_ctx) +
-                " tokens for " + model.path() + ": " + TakeLastErrors());
+    throw Error("llama.cpp could not create a context of " + std::to_string(p.n_ctx) + " tokens for " +
+                model.path() + ": " + TakeLastErrors());
   }
-  n_ctx_ = static_cast<int32_t>(llama_n_ctx(ctx_));  // llama.cpp may pad the size up
-  n_batch_ = static_cast<int32_t>(llama_n_batch(ctx_));  // and clamp the batch to it
-  if (options.max_tree > n_batch_) throw Error("tree limit exceeds the context's batch size");
+  // llama.cpp may pad the size up, and clamp the batch to it.
+  n_ctx_ = static_cast<int32_t>(llama_n_ctx(ctx_)) / options.n_lanes;
+  n_batch_ = static_cast<int32_t>(llama_n_batch(ctx_));
+  if (options.max_tree * options.n_lanes > n_batch_) throw Error("tree limit exceeds the context's batch size");
   n_seq_max_ = options.n_seq_max;
   max_tree_ = options.max_tree;
+  lanes_.resize(options.n_lanes);
   batch_ = std::make_unique<BatchHolder>(n_batch_, n_seq_max_);
 }
 
 Context::~Context() {
   batch_.reset();
   if (ctx_ != nullptr) llama_free(ctx_);
+}
+
+const Context::LaneState& Context::Lane(int32_t lane) const {
+  GRAFT_CHECK(lane >= 0 && lane < n_lanes(), "lane " + std::to_string(lane) + " out of range");
+  return lanes_[lane];
+}
+
+Context::LaneState& Context::Lane(int32_t lane) {
+  GRAFT_CHECK(lane >= 0 && lane < n_lanes(), "lane " + std::to_string(lane) + " out of range");
+  return lanes_[lane];
 }
 
 void Context::DecodeChecked(int32_t n_tokens, const char* what) {
@@ -259,11 +273,12 @@ void Context::DecodeChecked(int32_t n_tokens, const char* what) {
   if (rc != 0) throw Error(std::string(what) + ": llama_decode failed with code " + std::to_string(rc));
 }
 
-const float* Context::Prefill(TokenSpan tokens, bool want_last_logits) {
+const float* Context::Prefill(TokenSpan tokens, bool want_last_logits, int32_t lane) {
   if (tokens.empty()) return nullptr;
-  if (n_past_ + static_cast<int64_t>(tokens.size()) > n_ctx_) {
+  LaneState& ls = Lane(lane);
+  if (ls.n_past + static_cast<int64_t>(tokens.size()) > n_ctx_) {
     throw Error("input of " + std::to_string(tokens.size()) + " tokens does not fit: " +
-                std::to_string(n_past_) + " already used of a " + std::to_string(n_ctx_) +
+                std::to_string(ls.n_past) + " already used of a " + std::to_string(n_ctx_) +
                 "-token context (raise -c or shorten the prompt)");
   }
   llama_batch& b = batch_->batch;
@@ -272,58 +287,104 @@ const float* Context::Prefill(TokenSpan tokens, bool want_last_logits) {
     const int32_t n = static_cast<int32_t>(std::min<size_t>(n_batch_, tokens.size() - i));
     for (int32_t j = 0; j < n; ++j) {
       b.token[j] = tokens[i + j];
-      b.pos[j] = n_past_ + j;
+      b.pos[j] = ls.n_past + j;
       b.n_seq_id[j] = 1;
-      b.seq_id[j][0] = 0;
+      b.seq_id[j][0] = SeqBase(lane);
       b.logits[j] = 0;
     }
     const bool last_chunk = i + n == tokens.size();
     if (last_chunk && want_last_logits) b.logits[n - 1] = 1;
     DecodeChecked(n, "prefill");
-    n_past_ += n;
+    ls.n_past += n;
     i += n;
     if (last_chunk && want_last_logits) return Logits(n - 1);
   }
   return nullptr;
 }
 
-void Context::EvalTree(const TokenTree& tree) {
+int32_t Context::PutTree(const TokenTree& tree, int32_t lane, int32_t row) {
   const int32_t n = tree.size();
   GRAFT_CHECK(n >= 1, "empty tree");
   if (n > max_tree_) {
     throw Error("tree of " + std::to_string(n) + " nodes exceeds the context's limit of " +
                 std::to_string(max_tree_));
   }
-  last_tree_seqs_ = LeafSequenceIds(tree.parent);
-  last_tree_depth_ = tree.depth;
+  LaneState& ls = Lane(lane);
+  std::vector<std::vector<int32_t>> seqs = LeafSequenceIds(tree.parent);
   int32_t n_leaves = 0;
   int32_t max_depth = 0;
   for (int32_t i = 0; i < n; ++i) {
-    for (int32_t s : last_tree_seqs_[i]) n_leaves = std::max(n_leaves, s + 1);
+    for (int32_t s : seqs[i]) n_leaves = std::max(n_leaves, s + 1);
     max_depth = std::max(max_depth, tree.depth[i]);
   }
   if (n_leaves > n_seq_max_) {
     throw Error("tree has " + std::to_string(n_leaves) + " leaves but the context allows " +
                 std::to_string(n_seq_max_) + " sequences");
   }
-  if (n_past_ + max_depth + 1 > n_ctx_) {
+  if (ls.n_past + max_depth + 1 > n_ctx_) {
     throw Error("context of " + std::to_string(n_ctx_) + " tokens is full (raise -c)");
   }
+  if (row + n > n_batch_) throw Error("a pass of more than " + std::to_string(n_batch_) + " rows");
+  const int32_t base = SeqBase(lane);
   llama_memory_t mem = llama_get_memory(ctx_);
   for (int32_t l = 1; l < n_leaves; ++l) {
-    llama_memory_seq_rm(mem, l, -1, -1);
-    llama_memory_seq_cp(mem, 0, l, -1, -1);
+    llama_memory_seq_rm(mem, base + l, -1, -1);
+    llama_memory_seq_cp(mem, base, base + l, -1, -1);
   }
   llama_batch& b = batch_->batch;
   for (int32_t i = 0; i < n; ++i) {
-    b.token[i] = tree.token[i];
-    b.pos[i] = n_past_ + tree.depth[i];
-    const auto& seqs = last_tree_seqs_[i];
-    b.n_seq_id[i] = static_cast<int32_t>(seqs.size());
-    for (size_t k = 0; k < seqs.size(); ++k) b.seq_id[i][k] = seqs[k];
-    b.logits[i] = 1;
+    b.token[row + i] = tree.token[i];
+    b.pos[row + i] = ls.n_past + tree.depth[i];
+    b.n_seq_id[row + i] = static_cast<int32_t>(seqs[i].size());
+    for (size_t k = 0; k < seqs[i].size(); ++k) b.seq_id[row + i][k] = base + seqs[i][k];
+    b.logits[row + i] = 1;
   }
+  ls.tree_seqs = std::move(seqs);
+  ls.tree_depth = tree.depth;
+  ls.n_leaves = n_leaves;
+  return n;
+}
+
+void Context::EvalTree(const TokenTree& tree, int32_t lane) {
+  const int32_t n = PutTree(tree, lane, 0);
   DecodeChecked(n, "tree evaluation");
+}
+
+std::vector<int32_t> Context::EvalLanes(const std::vector<LaneWork>& work) {
+  GRAFT_CHECK(!work.empty(), "a pass needs work");
+  std::vector<uint8_t> seen(lanes_.size(), 0);
+  std::vector<int32_t> first_row(work.size(), -1);
+  llama_batch& b = batch_->batch;
+  int32_t rows = 0;
+  for (size_t w = 0; w < work.size(); ++w) {
+    const LaneWork& lw = work[w];
+    LaneState& ls = Lane(lw.lane);
+    GRAFT_CHECK(!seen[lw.lane], "a lane twice in one pass");
+    seen[lw.lane] = 1;
+    GRAFT_CHECK(lw.prefill.empty() != (lw.tree == nullptr), "a lane's work is a prefill chunk or a tree");
+    if (lw.tree != nullptr) {
+      first_row[w] = rows;
+      rows += PutTree(*lw.tree, lw.lane, rows);
+      continue;
+    }
+    const int32_t n = static_cast<int32_t>(lw.prefill.size());
+    if (ls.n_past + static_cast<int64_t>(n) > n_ctx_) {
+      throw Error("input of " + std::to_string(n) + " tokens does not fit: " + std::to_string(ls.n_past) +
+                  " already used of a " + std::to_string(n_ctx_) + "-token context (raise -c or shorten the prompt)");
+    }
+    if (rows + n > n_batch_) throw Error("a pass of more than " + std::to_string(n_batch_) + " rows");
+    for (int32_t j = 0; j < n; ++j) {
+      b.token[rows + j] = lw.prefill[j];
+      b.pos[rows + j] = ls.n_past + j;
+      b.n_seq_id[rows + j] = 1;
+      b.seq_id[rows + j][0] = SeqBase(lw.lane);
+      b.logits[rows + j] = 0;
+    }
+    rows += n;
+  }
+  DecodeChecked(rows, "batched evaluation");
+  for (const LaneWork& lw : work) Lane(lw.lane).n_past += static_cast<int32_t>(lw.prefill.size());
+  return first_row;
 }
 
 const float* Context::Logits(int32_t i) const {
@@ -332,40 +393,62 @@ const float* Context::Logits(int32_t i) const {
   return l;
 }
 
-void Context::CommitPath(const std::vector<int32_t>& path) {
+void Context::CommitPath(const std::vector<int32_t>& path, int32_t lane) {
+  LaneState& ls = Lane(lane);
   GRAFT_CHECK(!path.empty() && path[0] == 0, "a committed path starts at the root");
   const int32_t last = path.back();
-  GRAFT_CHECK(last < static_cast<int32_t>(last_tree_seqs_.size()), "path node outside the last tree");
-  const int32_t d = last_tree_depth_[last];
+  GRAFT_CHECK(last < static_cast<int32_t>(ls.tree_seqs.size()), "path node outside the last tree");
+  const int32_t d = ls.tree_depth[last];
   GRAFT_CHECK(d + 1 == static_cast<int32_t>(path.size()), "path is not root-to-node");
-  const int32_t w = last_tree_seqs_[last][0];  // a leaf below the last accepted node
-  CommitSequence(w, d + 1);
-  // Scratch leaf sequences other than w were dropped by seq_keep inside CommitSequence.
-  last_tree_seqs_.clear();
-  last_tree_depth_.clear();
+  const int32_t w = ls.tree_seqs[last][0];  // a leaf below the last accepted node
+  CommitSequence(w, d + 1, lane);
+  ls.tree_seqs.clear();
+  ls.tree_depth.clear();
 }
 
-void Context::CommitSequence(int32_t seq, int32_t path_len) {
+void Context::CommitSequence(int32_t seq, int32_t path_len, int32_t lane) {
+  LaneState& ls = Lane(lane);
   llama_memory_t mem = llama_get_memory(ctx_);
-  llama_memory_seq_keep(mem, seq);
-  llama_memory_seq_rm(mem, seq, n_past_ + path_len, -1);
-  if (seq != 0) {
-    llama_memory_seq_cp(mem, seq, 0, -1, -1);
-    llama_memory_seq_keep(mem, 0);
+  const int32_t base = SeqBase(lane);
+  if (n_lanes() == 1) {
+    llama_memory_seq_keep(mem, seq);  // every other sequence is this lane's scratch
+  } else {
+    // Only this lane's scratch: other lanes' sequences are theirs. A draft-style
+    // caller (SequenceOps) uses single-lane contexts, so n_leaves bounds the ids used.
+    for (int32_t l = 1; l < ls.n_leaves; ++l) {
+      if (l != seq) llama_memory_seq_rm(mem, base + l, -1, -1);
+    }
+    if (seq != 0) llama_memory_seq_rm(mem, base, ls.n_past, -1);
   }
-  n_past_ += path_len;
+  llama_memory_seq_rm(mem, base + seq, ls.n_past + path_len, -1);
+  if (seq != 0) {
+    llama_memory_seq_cp(mem, base + seq, base, -1, -1);
+    if (n_lanes() == 1) {
+      llama_memory_seq_keep(mem, 0);
+    } else {
+      llama_memory_seq_rm(mem, base + seq, -1, -1);
+    }
+  }
+  ls.n_past += path_len;
+  ls.n_leaves = 0;
 }
 
-void Context::Truncate(int32_t n) {
-  GRAFT_CHECK(n >= 0 && n <= n_past_, "truncate beyond the committed prefix");
+void Context::Truncate(int32_t n, int32_t lane) {
+  LaneState& ls = Lane(lane);
+  GRAFT_CHECK(n >= 0 && n <= ls.n_past, "truncate beyond the committed prefix");
   llama_memory_t mem = llama_get_memory(ctx_);
-  llama_memory_seq_rm(mem, -1, n, -1);
-  n_past_ = n;
+  if (n_lanes() == 1) {
+    llama_memory_seq_rm(mem, -1, n, -1);
+  } else {
+    for (int32_t s = 0; s < n_seq_max_; ++s) llama_memory_seq_rm(mem, SeqBase(lane) + s, n, -1);
+  }
+  ls.n_past = n;
 }
 
 // ---------------------------------------------------------------- SequenceOps
 
 void SequenceOps::Decode(Context& ctx, const std::vector<BatchEntry>& entries) {
+  GRAFT_CHECK(ctx.n_lanes() == 1, "sequence operations need a single-lane context");
   const int32_t n = static_cast<int32_t>(entries.size());
   GRAFT_CHECK(n >= 1 && n <= ctx.n_batch_, "batch size out of range");
   llama_batch& b = ctx.batch_->batch;

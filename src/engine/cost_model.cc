@@ -22,14 +22,14 @@ double CostModel::At(const std::vector<double>& ms, int32_t n) {
   return ms[last] + std::max(0.0, slope) * (n - last);
 }
 
-int32_t CostModel::BestSize(std::span<const double> a, double fixed_ms, int32_t max_n) const {
+int32_t CostModel::BestSize(std::span<const double> a, double fixed_ms, int32_t max_n, const BatchLoad& load) const {
   const int32_t limit = std::min<int32_t>(static_cast<int32_t>(a.size()) + 1, max_n);
-  double gain = 1.0;
+  double gain = load.tokens + 1.0;
   int32_t best = 1;
-  double best_rate = gain / (fixed_ms + VerifyMs(1));
+  double best_rate = gain / (fixed_ms + VerifyMs(load.rows + 1));
   for (int32_t n = 2; n <= limit; ++n) {
     gain += a[n - 2];
-    const double rate = gain / (fixed_ms + VerifyMs(n));
+    const double rate = gain / (fixed_ms + VerifyMs(load.rows + n));
     if (rate > best_rate) {
       best_rate = rate;
       best = n;
@@ -38,10 +38,10 @@ int32_t CostModel::BestSize(std::span<const double> a, double fixed_ms, int32_t 
   return best;
 }
 
-int32_t CostModel::CheapestSizeFrom(int32_t n, int32_t max_n) const {
+int32_t CostModel::CheapestSizeFrom(int32_t n, int32_t max_n, int32_t other_rows) const {
   int32_t best = std::max(1, n);
   for (int32_t m = best + 1; m <= max_n; ++m) {
-    if (VerifyMs(m) < VerifyMs(best)) best = m;
+    if (VerifyMs(other_rows + m) < VerifyMs(other_rows + best)) best = m;
   }
   return best;
 }

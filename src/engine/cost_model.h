@@ -21,6 +21,15 @@
 
 namespace graft {
 
+// What the other requests put into the same target pass (EngineGroup): their rows
+// (trees and prefill chunks) and the tokens they are expected to emit. A tree sized
+// against it maximises the tokens per ms of the whole pass, not of its own request:
+// under load, each request's extra rows buy less and trees shrink.
+struct BatchLoad {
+  int32_t rows = 0;
+  double tokens = 0;
+};
+
 class CostModel {
  public:
   // `verify_ms[n]`: ms of a target pass over n rows (n >= 1; [0] ignored), at least
@@ -40,16 +49,17 @@ class CostModel {
   // `a`: acceptance probabilities of the candidate non-root nodes in descending
   // order (a parents-closed order, e.g. by PathAcceptance). Returns the tree size
   // n in [1, 1 + a.size()] (root included, at most max_n) maximising
-  //   (1 + sum of the first n - 1 values of a) / (fixed_ms + VerifyMs(n)),
-  // i.e. expected tokens per ms of this step (fixed_ms = its other costs). Because
-  // every size is measured, a larger n that costs no more than a smaller one (a full
-  // row block) wins whenever there are candidates to fill it. O(|a|).
-  int32_t BestSize(std::span<const double> a, double fixed_ms, int32_t max_n) const;
+  //   (load.tokens + 1 + sum of the first n - 1 values of a) / (fixed_ms + VerifyMs(load.rows + n)),
+  // i.e. expected tokens per ms of this step's pass (fixed_ms = its other costs;
+  // `load` = what other requests put into the same pass). Because every size is
+  // measured, a larger n that costs no more than a smaller one (a full row block)
+  // wins whenever there are candidates to fill it. O(|a|).
+  int32_t BestSize(std::span<const double> a, double fixed_ms, int32_t max_n, const BatchLoad& load = {}) const;
 
-  // The size in [n, max_n] whose pass costs least (the smallest on ties): n rows are
-  // never worth verifying when a larger pass (a full row block) costs less; pad them
-  // to this size instead. O(max_n - n).
-  int32_t CheapestSizeFrom(int32_t n, int32_t max_n) const;
+  // The size in [n, max_n] whose pass, with `other_rows` more rows in it, costs least
+  // (the smallest on ties): n rows are never worth verifying when a larger pass (a
+  // full row block) costs less; pad them to this size instead. O(max_n - n).
+  int32_t CheapestSizeFrom(int32_t n, int32_t max_n, int32_t other_rows = 0) const;
 
  private:
   static double At(const std::vector<double>& ms, int32_t n);

@@ -63,6 +63,37 @@ TEST(CostModelTest, BestSizeMaximisesTokensPerMs) {
   EXPECT_LE(m.BestSize(strong, 0.0, 3), 3);
 }
 
+// Under load (other requests' rows and tokens in the same pass) the size maximises
+// the whole pass's tokens per ms, so a tree worth its rows alone shrinks as the pass fills.
+TEST(CostModelTest, BestSizeUnderLoadMaximisesThePassRate) {
+  std::vector<double> linear = {0};
+  for (int n = 1; n <= 32; ++n) linear.push_back(30.0 + 10.0 * (n - 1));
+  CostModel m(linear, {});
+  const std::vector<double> a = {0.9, 0.8, 0.7, 0.5, 0.4, 0.3, 0.2, 0.1};
+  const int32_t alone = m.BestSize(a, 0.0, 16);
+  EXPECT_GT(alone, 1);
+  int32_t prev = alone;
+  for (int32_t others = 1; others <= 12; ++others) {
+    const BatchLoad load{others, static_cast<double>(others)};
+    const int32_t got = m.BestSize(a, 0.0, 16, load);
+    double best = 0, gain = load.tokens + 1;
+    int32_t want = 1;
+    for (int32_t n = 1; n <= 9; ++n) {
+      if (n > 1) gain += a[n - 2];
+      const double r = gain / m.VerifyMs(load.rows + n);
+      if (r > best) { best = r; want = n; }
+    }
+    EXPECT_EQ(got, want) << others << " other rows";
+    prev = got;
+  }
+  EXPECT_LT(prev, alone) << "twelve other roots in the pass must shrink the tree";
+  EXPECT_EQ(m.BestSize(a, 0.0, 16, {}), alone);
+  // Padding to a full row block counts the other rows: 15 + 1 rows cost less than 15.
+  CostModel block(CpuCurve(), {});
+  EXPECT_EQ(block.CheapestSizeFrom(14, 16, 1), 15);
+  EXPECT_EQ(block.CheapestSizeFrom(14, 16, 0), 16);
+}
+
 TEST(CostModelTest, NeverStopsJustShortOfAFullRowBlock) {
   CostModel m(CpuCurve(), {});
   // 15 candidates that pay at 15 rows: 16 rows cost less, so the 16th is free.

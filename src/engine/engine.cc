@@ -3,6 +3,7 @@
 #include "graft/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 
 #include "engine/proposer.h"
@@ -39,34 +40,32 @@ struct Engine::State : EngineState {
   using EngineState::EngineState;
   std::map<Method, std::unique_ptr<Proposer>> proposers;  // created on first use
 
+  // One request in flight, stepped by Generate or by an EngineGroup: Start, prefill
+  // chunks (PrefillLeft), BeginDecode, then Propose / one target pass / FinishStep
+  // until FinishStep says it is over, then Finish.
+  struct Flight {
+    Flight(GenerateRequest r, const DecodeOptions& opt)
+        : req(std::move(r)), o(opt), rs{req, o, req.prompt, 0, &result.stats}, rng(req.sampling.seed) {}
+    GenerateRequest req;
+    DecodeOptions o;
+    GenerateResult result;
+    RequestState rs;
+    Rng rng;
+    TokenTree tree;
+    Proposer* proposer = nullptr;
+    bool decoding = false;  // the prompt is prefilled
+    std::chrono::steady_clock::time_point t0;  // start of the current phase (prefill, decode)
+  };
+  std::unique_ptr<Flight> flight;
+
   Proposer& ProposerFor(Method m) {
     auto& p = proposers[m];
     if (!p) p = MakeProposer(*this, m);
     return *p;
   }
 
-  // Prefills all but the last prompt token (the first root) into the target cache,
-  // reusing a prefix shared with the previous request when config.reuse_prefix; the
-  // draft cache is cut to the same common prefix and catches up lazily. Polls
-  // `req.cancelled` between chunks of n_batch tokens; returns false when it said stop.
-  bool PrefillPrompt(const GenerateRequest& req, GenerationStats* st) {
-    ScopedMs t(&st->t_prefill_ms);
-    const std::vector<Token>& prompt = req.prompt;
-    size_t common = 0;
-    if (config.reuse_prefix) {
-      const size_t limit = std::min(tctx_tokens.size(), prompt.size() - 1);
-      while (common < limit && tctx_tokens[common] == prompt[common]) ++common;
-    }
-    if (static_cast<int32_t>(common) < tctx->n_past()) tctx->Truncate(static_cast<int32_t>(common));
-    if (dctx && static_cast<int32_t>(common) < dctx->n_past()) dctx->Truncate(static_cast<int32_t>(common));
-    const size_t end = prompt.size() - 1;
-    bool go_on = true;
-    for (size_t from = tctx->n_past(); from < end && go_on; from = tctx->n_past()) {
-      tctx->Prefill(TokenSpan(prompt).subspan(from, std::min<size_t>(tctx->n_batch(), end - from)), false);
-      go_on = !(req.cancelled && req.cancelled());
-    }
-    tctx_tokens.assign(prompt.begin(), prompt.begin() + tctx->n_past());
-    return go_on;
+  double PhaseMs(const Flight& f) const {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - f.t0).count();
   }
 
   void CheckRequest(const GenerateRequest& req) const {
@@ -78,30 +77,85 @@ struct Engine::State : EngineState {
     }
   }
 
-  // The step's limits, or nullopt when the context is full.
-  std::optional<StepLimits> Limits(const DecodeOptions& o) const {
-    const int32_t room = tctx->n_ctx() - tctx->n_past();
-    if (room < 1) return std::nullopt;
-    return StepLimits{std::max(1, std::min(o.tree_budget, room)), room - 1};
-  }
-
-  // One target pass over `tree`, then greedy or stochastic verification.
-  VerifyResult Verify(const TokenTree& tree, const SamplingParams& sampling, Rng& rng, GenerationStats* st) {
-    ScopedMs t(&st->t_verify_ms);
-    tctx->EvalTree(tree);
-    const int32_t nv = target.n_vocab();
-    if (sampling.temperature <= 0.0f) {
-      return VerifyGreedy(tree, [&](int32_t node) { return Argmax(tctx->Logits(node), nv); });
+  // Begins a request: the target cache keeps the prompt prefix it shares with the
+  // previous request when config.reuse_prefix (the draft cache is cut to the same
+  // prefix and catches up lazily), else starts empty.
+  void Start(GenerateRequest req, const DecodeOptions& o) {
+    CheckRequest(req);
+    flight = std::make_unique<Flight>(std::move(req), o);
+    Flight& f = *flight;
+    f.result.stats.n_prompt = static_cast<int32_t>(f.req.prompt.size());
+    f.result.stats.stop_reason = "length";
+    const std::vector<Token>& prompt = f.req.prompt;
+    size_t common = 0;
+    if (config.reuse_prefix) {
+      const size_t limit = std::min(tctx_tokens.size(), prompt.size() - 1);
+      while (common < limit && tctx_tokens[common] == prompt[common]) ++common;
     }
-    return VerifyStochastic(
-        tree, [&](int32_t node) { return MakeDistribution(tctx->Logits(node), nv, sampling); }, rng);
+    if (static_cast<int32_t>(common) < tctx->n_past(lane)) tctx->Truncate(static_cast<int32_t>(common), lane);
+    if (dctx && static_cast<int32_t>(common) < dctx->n_past()) dctx->Truncate(static_cast<int32_t>(common));
+    tctx_tokens.resize(tctx->n_past(lane));
+    f.t0 = std::chrono::steady_clock::now();
   }
 
-  // Commits the accepted path in the target cache; returns the step's tokens.
-  std::vector<Token> CommitPath(const TokenTree& tree, const VerifyResult& vr) {
-    tctx->CommitPath(vr.accepted);
-    for (int32_t node : vr.accepted) tctx_tokens.push_back(tree.token[node]);
-    return vr.CommittedTokens(tree);
+  // Prompt tokens still to prefill: all but the last, which is the first tree's root.
+  TokenSpan PrefillLeft() const {
+    const std::vector<Token>& p = flight->req.prompt;
+    return TokenSpan(p).subspan(tctx->n_past(lane), p.size() - 1 - tctx->n_past(lane));
+  }
+
+  // After a prefill chunk went into the target cache.
+  void Prefilled(TokenSpan chunk) { tctx_tokens.insert(tctx_tokens.end(), chunk.begin(), chunk.end()); }
+
+  // The prompt is in the cache: the proposer begins, the decode clock starts.
+  void BeginDecode() {
+    Flight& f = *flight;
+    f.result.stats.t_prefill_ms += PhaseMs(f);
+    f.proposer = &ProposerFor(f.o.method);
+    f.proposer->Begin(f.rs);
+    f.decoding = true;
+    f.t0 = std::chrono::steady_clock::now();
+  }
+
+  // Builds the step's tree in flight->tree; false when the context is full (the
+  // generation is over, stop reason "context").
+  bool Propose(const BatchLoad& load) {
+    Flight& f = *flight;
+    const int32_t room = tctx->n_ctx() - tctx->n_past(lane);
+    if (room < 1) {
+      f.result.stats.stop_reason = "context";
+      return false;
+    }
+    const StepLimits limits{std::max(1, std::min(f.o.tree_budget, room)), room - 1, load};
+    f.tree.Reset(f.rs.committed.back());
+    f.proposer->Propose(f.rs, limits, &f.tree);
+    return true;
+  }
+
+  // After the target pass that held flight->tree from batch row `row0`: greedy or
+  // stochastic verification, learning, the commit, and the emitted tokens streamed.
+  // Returns false when the generation is over.
+  bool FinishStep(int32_t row0, double pass_ms);
+
+  // The request's result (stats completed, output learned); the engine is free again.
+  GenerateResult Finish() {
+    Flight& f = *flight;
+    GenerationStats& st = f.result.stats;
+    st.n_generated = static_cast<int32_t>(f.result.tokens.size());
+    if (f.decoding) st.t_decode_ms = PhaseMs(f) - f.rs.lazy_prefill_ms;
+    else st.t_prefill_ms += PhaseMs(f);
+    if (f.o.learn && !f.result.tokens.empty()) history.AddOutput(f.result.tokens);
+    GenerateResult out = std::move(f.result);
+    flight.reset();
+    return out;
+  }
+
+  // After a failure mid-request: the lane is emptied (its cache state is unknown).
+  void Abort() {
+    tctx->Truncate(0, lane);
+    tctx_tokens.clear();
+    if (dctx) dctx->Truncate(0);
+    flight.reset();
   }
 };
 
@@ -147,7 +201,44 @@ bool Emit(RequestState& rs, const std::vector<Token>& emitted, const Model& targ
 
 }  // namespace
 
+bool Engine::State::FinishStep(int32_t row0, double pass_ms) {
+  Flight& f = *flight;
+  GenerationStats& st = f.result.stats;
+  st.t_verify_ms += pass_ms;
+  const TokenTree& tree = f.tree;
+  const auto logits = [&](int32_t node) { return tctx->Logits(row0 + node); };
+  VerifyResult vr;
+  {
+    ScopedMs t(&st.t_verify_ms);
+    const int32_t nv = target.n_vocab();
+    if (f.req.sampling.temperature <= 0.0f) {
+      vr = VerifyGreedy(tree, [&](int32_t node) { return Argmax(logits(node), nv); });
+    } else {
+      vr = VerifyStochastic(
+          tree, [&](int32_t node) { return MakeDistribution(logits(node), nv, f.req.sampling); }, f.rng);
+    }
+  }
+  std::vector<Token> emitted;
+  {
+    ScopedMs t(&st.t_commit_ms);
+    CountProposals(tree, vr, &st);
+    if (f.o.learn) {
+      RecordOutcome(tree, vr, &calibration);
+      f.proposer->Learn(f.rs, tree, vr, logits);
+    }
+    tctx->CommitPath(vr.accepted, lane);
+    for (int32_t node : vr.accepted) tctx_tokens.push_back(tree.token[node]);
+    emitted = vr.CommittedTokens(tree);
+    f.proposer->Commit(f.rs, vr, emitted);
+  }
+  return Emit(f.rs, emitted, target, &f.result);
+}
+
 Engine::Engine(const Model& target, const Model* draft, const EngineConfig& config)
+    : Engine(target, draft, config, nullptr, 0) {}
+
+Engine::Engine(const Model& target, const Model* draft, const EngineConfig& config,
+               std::shared_ptr<Context> shared_target, int32_t lane)
     : s_(std::make_unique<State>(target, draft, config)) {
   if (config.max_tree < 1) throw Error("tree budget must be at least 1");
   ContextOptions co;
@@ -155,7 +246,12 @@ Engine::Engine(const Model& target, const Model* draft, const EngineConfig& conf
   co.n_threads = config.n_threads;
   co.max_tree = config.max_tree;
   co.n_seq_max = std::clamp(config.max_tree, 1, 256);
-  s_->tctx = std::make_unique<Context>(target, co);
+  if (shared_target) {
+    s_->tctx = std::move(shared_target);
+    s_->lane = lane;
+  } else {
+    s_->tctx = std::make_shared<Context>(target, co);
+  }
   if (draft != nullptr) {
     CheckDraftCompatible(target, *draft);
     ContextOptions dco = co;
@@ -203,52 +299,188 @@ double Engine::PrepareCostProfile() {
 GenerateResult Engine::Generate(const GenerateRequest& req, const DecodeOptions& o) {
   Validate(o);
   State& s = *s_;
-  s.CheckRequest(req);
-  GenerateResult result;
-  GenerationStats& st = result.stats;
-  st.n_prompt = static_cast<int32_t>(req.prompt.size());
-  st.stop_reason = "length";
-  RequestState rs{req, o, req.prompt, 0, &st};
-  if (!s.PrefillPrompt(req, &st)) {
-    st.stop_reason = "cancelled";
-    return result;
+  GRAFT_CHECK(!s.flight, "an engine serves one request at a time");
+  s.Start(req, o);
+  try {
+    // Prefill in chunks of n_batch, polling `cancelled` between them.
+    for (TokenSpan left = s.PrefillLeft(); !left.empty(); left = s.PrefillLeft()) {
+      const TokenSpan chunk = left.first(std::min<size_t>(left.size(), s.tctx->n_batch()));
+      s.tctx->Prefill(chunk, false, s.lane);
+      s.Prefilled(chunk);
+      if (req.cancelled && req.cancelled()) {
+        s.flight->result.stats.stop_reason = "cancelled";
+        return s.Finish();
+      }
+    }
+    s.BeginDecode();
+    while (s.Propose({})) {
+      const auto t0 = std::chrono::steady_clock::now();
+      s.tctx->EvalTree(s.flight->tree, s.lane);
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (!s.FinishStep(0, ms)) break;
+    }
+  } catch (...) {
+    s.Abort();
+    throw;
   }
-  Proposer& proposer = s.ProposerFor(o.method);
-  proposer.Begin(rs);
+  return s.Finish();
+}
 
-  double decode_ms = 0;
-  {
-    ScopedMs decode(&decode_ms);
-    Rng rng(req.sampling.seed);
-    TokenTree tree;
-    const auto logits = [&](int32_t node) { return s.tctx->Logits(node); };
-    for (bool more = true; more;) {
-      const std::optional<StepLimits> limits = s.Limits(o);
-      if (!limits) {
-        st.stop_reason = "context";
-        break;
+// ---------------------------------------------------------------- EngineGroup
+
+EngineGroup::EngineGroup(const Model& target, const Model* draft, const EngineConfig& config,
+                         const EngineGroupOptions& options)
+    : options_(options) {
+  if (options.slots < 1) throw Error("an engine group needs at least one slot");
+  if (options.prefill_chunk < 1) throw Error("the prefill chunk must be at least one token");
+  if (config.max_tree < 1) throw Error("tree budget must be at least 1");
+  const int32_t seq_per_lane = std::clamp(config.max_tree, 1, 256);
+  if (static_cast<int64_t>(seq_per_lane) * options.slots > 256) {
+    throw Error(std::to_string(options.slots) + " slots with trees of up to " + std::to_string(config.max_tree) +
+                " nodes need " + std::to_string(seq_per_lane * options.slots) +
+                " sequence ids; llama.cpp allows 256 (lower the slots or the tree limit)");
+  }
+  ContextOptions co;
+  co.n_ctx = config.n_ctx;
+  co.n_threads = config.n_threads;
+  co.max_tree = config.max_tree;
+  co.n_seq_max = seq_per_lane;
+  co.n_lanes = options.slots;
+  co.n_batch = std::max(co.n_batch, options.prefill_chunk + config.max_tree * options.slots);
+  target_ctx_ = std::make_shared<Context>(target, co);
+  for (int32_t i = 0; i < options.slots; ++i) {
+    engines_.push_back(std::unique_ptr<Engine>(new Engine(target, draft, config, target_ctx_, i)));
+  }
+}
+
+EngineGroup::~EngineGroup() = default;
+
+bool EngineGroup::busy(int32_t slot) const { return engines_.at(slot)->s_->flight != nullptr; }
+
+bool EngineGroup::idle() const {
+  for (const auto& e : engines_) {
+    if (e->s_->flight) return false;
+  }
+  return true;
+}
+
+void EngineGroup::Start(int32_t slot, GenerateRequest request, const DecodeOptions& options) {
+  Engine& e = *engines_.at(slot);
+  GRAFT_CHECK(!e.s_->flight, "slot " + std::to_string(slot) + " is busy");
+  e.Validate(options);
+  e.s_->Start(std::move(request), options);
+}
+
+double EngineGroup::PrepareCostProfile() {
+  double ms = 0;
+  for (auto& e : engines_) ms += e->PrepareCostProfile();
+  return ms;
+}
+
+std::vector<EngineGroup::Finished> EngineGroup::Step() {
+  using State = Engine::State;
+  std::vector<Finished> done;
+  const auto finish = [&](int32_t slot, const std::string& error) {
+    State& s = *engines_[slot]->s_;
+    if (error.empty()) {
+      done.push_back({slot, s.Finish(), ""});
+    } else {
+      GenerateResult partial = std::move(s.flight->result);
+      partial.stats.n_generated = static_cast<int32_t>(partial.tokens.size());
+      s.Abort();
+      done.push_back({slot, std::move(partial), error});
+    }
+  };
+  const auto cancelled = [](const State& s) {
+    const GenerateRequest& r = s.flight->req;
+    return r.cancelled && r.cancelled();
+  };
+
+  // Joining requests first: prefill chunks, at most prefill_chunk tokens in all.
+  std::vector<LaneWork> work;
+  std::vector<int32_t> work_slot;
+  int32_t prefill_left = options_.prefill_chunk;
+  std::vector<int32_t> decoding;
+  for (int32_t i = 0; i < slots(); ++i) {
+    State& s = *engines_[i]->s_;
+    if (!s.flight) continue;
+    if (cancelled(s)) {
+      s.flight->result.stats.stop_reason = "cancelled";
+      finish(i, "");
+      continue;
+    }
+    if (s.flight->decoding) {
+      decoding.push_back(i);
+      continue;
+    }
+    const TokenSpan left = s.PrefillLeft();
+    if (left.empty()) {
+      try {
+        s.BeginDecode();
+        decoding.push_back(i);
+      } catch (const std::exception& e) {
+        finish(i, e.what());
       }
-      tree.Reset(rs.committed.back());
-      proposer.Propose(rs, *limits, &tree);
-      const VerifyResult vr = s.Verify(tree, req.sampling, rng, &st);
-      std::vector<Token> emitted;
-      {
-        ScopedMs t(&st.t_commit_ms);
-        CountProposals(tree, vr, &st);
-        if (o.learn) {
-          RecordOutcome(tree, vr, &s.calibration);
-          proposer.Learn(rs, tree, vr, logits);
+      continue;
+    }
+    if (prefill_left < 1) continue;
+    const TokenSpan chunk = left.first(std::min<size_t>(left.size(), prefill_left));
+    prefill_left -= static_cast<int32_t>(chunk.size());
+    work.push_back({s.lane, chunk, nullptr});
+    work_slot.push_back(i);
+  }
+  // Then one tree per decoding request, each sized against the rows already in the
+  // pass and one root for every request still to propose.
+  BatchLoad load;
+  for (const LaneWork& w : work) load.rows += static_cast<int32_t>(w.prefill.size());
+  for (size_t k = 0; k < decoding.size(); ++k) {
+    const int32_t i = decoding[k];
+    State& s = *engines_[i]->s_;
+    const int32_t later = static_cast<int32_t>(decoding.size() - k - 1);
+    const BatchLoad others = options_.load_aware ? BatchLoad{load.rows + later, load.tokens + later} : BatchLoad{};
+    try {
+      if (!s.Propose(others)) {
+        finish(i, "");
+        continue;
+      }
+    } catch (const std::exception& e) {
+      finish(i, e.what());
+      continue;
+    }
+    work.push_back({s.lane, {}, &s.flight->tree});
+    work_slot.push_back(i);
+    load.rows += s.flight->tree.size();
+    load.tokens += 1.0 + ExpectedAcceptedLength(s.flight->tree, s.calibration);
+  }
+  if (work.empty()) return done;
+
+  std::vector<int32_t> rows;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    rows = target_ctx_->EvalLanes(work);
+  } catch (const std::exception& e) {
+    for (int32_t i : work_slot) finish(i, e.what());
+    return done;
+  }
+  const double pass_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  for (size_t w = 0; w < work.size(); ++w) {
+    const int32_t i = work_slot[w];
+    State& s = *engines_[i]->s_;
+    try {
+      if (rows[w] < 0) {
+        s.Prefilled(work[w].prefill);
+        if (cancelled(s)) {
+          s.flight->result.stats.stop_reason = "cancelled";
+          finish(i, "");
         }
-        emitted = s.CommitPath(tree, vr);
-        proposer.Commit(rs, vr, emitted);
+        continue;
       }
-      more = Emit(rs, emitted, s.target, &result);
+      if (!s.FinishStep(rows[w], pass_ms)) finish(i, "");
+    } catch (const std::exception& e) {
+      finish(i, e.what());
     }
   }
-  st.n_generated = static_cast<int32_t>(result.tokens.size());
-  st.t_decode_ms = decode_ms - rs.lazy_prefill_ms;
-  if (o.learn && !result.tokens.empty()) s.history.AddOutput(result.tokens);
-  return result;
+  return done;
 }
 
 }  // namespace graft

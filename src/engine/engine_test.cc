@@ -432,5 +432,133 @@ TEST(EngineTest, BadOptionsGiveClearErrors) {
   EXPECT_THROW(Engine(*target, nullptr, EngineConfig{.index_path = "/nonexistent/index"}), Error);
 }
 
+
+// Continuous batching: requests decoded together in one EngineGroup equal, token for
+// token, what an engine gives each alone (greedy; the tiny F32 target has no near-tie
+// flips), while they join mid-stream, prefill in chunks beside others' trees, mix
+// methods (draft ones with a draft cache per slot), and one is cancelled by its
+// stream and one before its first token.
+TEST(EngineGroupTest, StreamsEqualTheirSingleEngineOutputs) {
+  auto target = Model::Load(ModelPath("tiny-target.gguf"));
+  auto draft = Model::Load(ModelPath("tiny-draft.gguf"));
+  const EngineConfig cfg{.n_ctx = 1024, .max_tree = 16};
+  const std::vector<std::string> texts = SpecBenchPrompts(1);
+  ASSERT_GE(texts.size(), 6u);
+  const std::vector<Method> methods = {Method::kAr,   Method::kGraft, Method::kPld,   Method::kSuffix,
+                                       Method::kChain, Method::kGraft, Method::kPruned, Method::kRecycle};
+  const size_t n = std::min(texts.size(), methods.size());
+  Engine alone(*target, nullptr, cfg);
+  std::vector<GenerateRequest> reqs(n);
+  std::vector<GenerateResult> ref(n);
+  for (size_t k = 0; k < n; ++k) {
+    reqs[k].prompt = Encode(*target, texts[k]);
+    if (reqs[k].prompt.size() > 300) reqs[k].prompt.resize(300);
+    reqs[k].n_predict = 16 + 4 * static_cast<int32_t>(k);
+    ref[k] = alone.Generate(reqs[k], DecodeOptions{.learn = false});
+  }
+  const size_t kStreamCancel = 1, kEarlyCancel = 4;
+  std::vector<std::vector<Token>> streamed(n);
+  for (size_t k = 0; k < n; ++k) {
+    reqs[k].on_tokens = [&streamed, k](const std::vector<Token>& t) {
+      streamed[k].insert(streamed[k].end(), t.begin(), t.end());
+      return !(k == kStreamCancel && streamed[k].size() >= 6);
+    };
+  }
+  reqs[kEarlyCancel].cancelled = [] { return true; };
+
+  EngineGroup group(*target, draft.get(), cfg, {.slots = 3, .prefill_chunk = 48});
+  std::vector<GenerateResult> got(n);
+  std::vector<int32_t> slot_req(group.slots(), -1);
+  size_t next = 0;
+  int32_t steps = 0, busiest = 0;
+  while (next < n || !group.idle()) {
+    for (int32_t s = 0; s < group.slots() && next < n; ++s) {
+      if (group.busy(s)) continue;
+      group.Start(s, reqs[next], DecodeOptions{.method = methods[next], .tree_budget = 16});
+      slot_req[s] = static_cast<int32_t>(next++);
+    }
+    int32_t busy = 0;
+    for (int32_t s = 0; s < group.slots(); ++s) busy += group.busy(s);
+    busiest = std::max(busiest, busy);
+    for (EngineGroup::Finished& f : group.Step()) {
+      EXPECT_EQ(f.error, "") << "request " << slot_req[f.slot];
+      got[slot_req[f.slot]] = std::move(f.result);
+      slot_req[f.slot] = -1;
+    }
+    ASSERT_LT(++steps, 5000);
+  }
+  EXPECT_EQ(busiest, 3);
+  int32_t passes = 0;
+  for (size_t k = 0; k < n; ++k) {
+    const GenerateResult& r = got[k];
+    passes += r.stats.n_passes;
+    EXPECT_EQ(r.stats.n_generated, static_cast<int32_t>(r.tokens.size()));
+    if (k == kEarlyCancel) {
+      EXPECT_EQ(r.stats.stop_reason, "cancelled");
+      EXPECT_TRUE(r.tokens.empty());
+      continue;
+    }
+    EXPECT_EQ(streamed[k], r.tokens) << "request " << k;
+    if (k == kStreamCancel) {
+      EXPECT_EQ(r.stats.stop_reason, "cancelled");
+      ASSERT_GE(r.tokens.size(), 6u);
+      EXPECT_TRUE(std::equal(r.tokens.begin(), r.tokens.end(), ref[k].tokens.begin())) << "request " << k;
+      continue;
+    }
+    EXPECT_EQ(r.tokens, ref[k].tokens) << "request " << k << " (" << MethodName(methods[k]) << ")";
+    EXPECT_EQ(r.stats.stop_reason, ref[k].stats.stop_reason) << "request " << k;
+  }
+  // The passes were shared: fewer steps than the requests' target passes together,
+  // although every prompt also took several prefill steps.
+  EXPECT_LT(steps, passes);
+  printf("[group] %zu requests on 3 slots: %d steps for %d target passes\n", n, steps, passes);
+}
+
+TEST(EngineGroupTest, BadRequestsLeaveTheSlotFree) {
+  auto target = Model::Load(ModelPath("tiny-target.gguf"));
+  const EngineConfig cfg{.n_ctx = 128, .max_tree = 16};
+  EngineGroup group(*target, nullptr, cfg, {.slots = 2});
+  GenerateRequest req;
+  const auto expect_error = [&](const DecodeOptions& o, const std::string& needle) {
+    try {
+      group.Start(0, req, o);
+      ADD_FAILURE() << "expected an error containing '" << needle << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(group.busy(0));
+  };
+  expect_error(DecodeOptions{}, "empty");
+  req.prompt.assign(200, 300);
+  expect_error(DecodeOptions{}, "context");
+  req.prompt.assign(100, 300);
+  expect_error(DecodeOptions{.method = Method::kGraft}, "draft model");
+  expect_error(DecodeOptions{.tree_budget = 17}, "exceeds");
+  // A request that fills its lane stops with "context"; the other lane is unaffected.
+  req.n_predict = 200;
+  group.Start(0, req, DecodeOptions{.method = Method::kSuffix});
+  GenerateRequest small;
+  small.prompt = target->Tokenize("hello there", true, false);
+  small.n_predict = 8;
+  group.Start(1, small, DecodeOptions{});
+  std::map<int32_t, EngineGroup::Finished> done;
+  for (int i = 0; i < 500 && !group.idle(); ++i) {
+    for (auto& f : group.Step()) done.emplace(f.slot, std::move(f));
+  }
+  ASSERT_EQ(done.size(), 2u);
+  // (llama.cpp rounds a context up, a lane's share may be smaller than a lone one's)
+  Engine alone(*target, nullptr, cfg);
+  const GenerateResult full = alone.Generate(req, DecodeOptions{.method = Method::kSuffix});
+  const std::vector<Token>& lane0 = done.at(0).result.tokens;
+  EXPECT_EQ(done.at(0).result.stats.stop_reason, "context");
+  EXPECT_GE(lane0.size(), 128u - 100u);
+  ASSERT_LE(lane0.size(), full.tokens.size());
+  EXPECT_TRUE(std::equal(lane0.begin(), lane0.end(), full.tokens.begin()));
+  EXPECT_EQ(done.at(1).result.tokens.size(), 8u);
+  EXPECT_EQ(done.at(1).result.tokens, alone.Generate(small, DecodeOptions{}).tokens);
+  EXPECT_THROW(EngineGroup(*target, nullptr, cfg, {.slots = 0}), Error);
+  EXPECT_THROW(EngineGroup(*target, nullptr, EngineConfig{.n_ctx = 128, .max_tree = 64}, {.slots = 5}), Error);
+}
+
 }  // namespace
 }  // namespace graft

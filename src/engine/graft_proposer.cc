@@ -135,10 +135,10 @@ class GraftProposer final : public Proposer {
     const std::vector<double> acc = PathAcceptance(*tree, es_.calibration);
     std::vector<double> sorted(acc.begin() + 1, acc.end());
     std::stable_sort(sorted.begin(), sorted.end(), std::greater<>());
-    int32_t n_best = cost_->BestSize(sorted, draft_ms_, limits.budget);
+    int32_t n_best = cost_->BestSize(sorted, draft_ms_, limits.budget, limits.load);
     // A larger pass that costs less (a full row block) is free room: fill it with the
     // next-best candidates, the ones retrieval held back below the acceptance floor.
-    const int32_t pad = cost_->CheapestSizeFrom(n_best, limits.budget);
+    const int32_t pad = cost_->CheapestSizeFrom(n_best, limits.budget, limits.load.rows);
     if (pad > tree->size()) Fill(rs, limits, pad, tree);
     if (pad > n_best && tree->size() >= pad) n_best = pad;
     if (n_best >= tree->size()) return;

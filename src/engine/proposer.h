@@ -43,7 +43,8 @@ struct EngineState {
   const Model& target;
   const Model* draft;  // may be null
   EngineConfig config;
-  std::unique_ptr<Context> tctx;      // target KV cache: sequence 0 = committed tokens
+  std::shared_ptr<Context> tctx;      // target KV cache (shared by an EngineGroup's engines)
+  int32_t lane = 0;                   // this engine's lane of tctx: its committed tokens
   std::unique_ptr<Context> dctx;      // draft KV cache (null without a draft)
   std::unique_ptr<Drafter> drafter;   // over dctx
   std::unique_ptr<Datastore> datastore;  // corpus index (null without --index)
@@ -74,6 +75,7 @@ struct RequestState {
 struct StepLimits {
   int32_t budget;     // nodes in the tree at most, root included (>= 1)
   int32_t max_depth;  // deepest node allowed (>= 0)
+  BatchLoad load;     // other requests' share of the same target pass (EngineGroup)
 };
 
 class Proposer {
