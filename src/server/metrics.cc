@@ -1,6 +1,8 @@
 #include "server/metrics.h"
 
+#include <algorithm>
 #include <sstream>
+#include <vector>
 
 namespace graft::server {
 namespace {
@@ -37,6 +39,17 @@ void Metrics::CountGeneration(const GenerationStats& st, Method m, const std::st
     ttft_ms_sum_ += first_token_ms;
     ++ttft_count_;
   }
+  const double request_ms = st.t_prefill_ms + st.t_decode_ms;
+  if (st.n_generated > 0 && request_ms > 0) {
+    recent_tps_.push_back(st.n_generated * 1000.0 / request_ms);
+    if (recent_tps_.size() > kRecent) recent_tps_.pop_front();
+  }
+}
+
+void Metrics::CountStep(double ms) {
+  std::lock_guard lk(mu_);
+  ++steps_;
+  busy_ms_ += ms;
 }
 
 void Metrics::CountDropped() {
@@ -94,6 +107,24 @@ std::string Metrics::Render(const QueueGauges& g) const {
   Header(o, "graft_first_token_seconds", "summary", "time from engine start to the first generated token");
   o << "graft_first_token_seconds_sum " << ttft_ms_sum_ / 1000 << "\ngraft_first_token_seconds_count " << ttft_count_
     << '\n';
+  Header(o, "graft_steps_total", "counter", "engine steps: one target pass shared by every running request");
+  o << "graft_steps_total " << steps_ << '\n';
+  Header(o, "graft_busy_seconds_total", "counter", "wall time spent in engine steps");
+  o << "graft_busy_seconds_total " << busy_ms_ / 1000 << '\n';
+  Header(o, "graft_throughput_tokens_per_second", "gauge",
+         "tokens generated per second of engine steps, all requests together, since start");
+  o << "graft_throughput_tokens_per_second " << (busy_ms_ > 0 ? generated_tokens_ * 1000.0 / busy_ms_ : 0.0) << '\n';
+  Header(o, "graft_request_tokens_per_second", "summary",
+         "tokens per second of one request (prefill and decode), over the last 128 generations");
+  {
+    std::vector<double> v(recent_tps_.begin(), recent_tps_.end());
+    std::sort(v.begin(), v.end());
+    for (double q : {0.1, 0.5, 0.9}) {
+      const double x = v.empty() ? 0.0 : v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))];
+      o << "graft_request_tokens_per_second{quantile=\"" << q << "\"} " << x << '\n';
+    }
+    o << "graft_request_tokens_per_second_count " << v.size() << '\n';
+  }
   Header(o, "graft_queue_length", "gauge", "requests waiting for a slot");
   o << "graft_queue_length " << g.queued << '\n';
   Header(o, "graft_in_flight", "gauge", "requests generating now");

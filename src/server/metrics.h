@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <string>
@@ -29,6 +30,8 @@ class Metrics {
   // "cancelled" (client went away or shutdown) or "error"; times in ms.
   void CountGeneration(const GenerationStats& st, Method m, const std::string& finish, double queue_ms,
                        double first_token_ms);
+  // One step of the engine group: one target pass over every running request.
+  void CountStep(double ms);
   // A request that was dropped before it reached an engine (client gone / shutdown).
   void CountDropped();
   // A request refused because the wait queue was full.
@@ -53,6 +56,10 @@ class Metrics {
   int64_t queue_count_ = 0;
   double ttft_ms_sum_ = 0;        // engine start to first token, over generations with one
   int64_t ttft_count_ = 0;
+  int64_t steps_ = 0;             // engine-group steps (target passes shared by the requests)
+  double busy_ms_ = 0;            // wall time in those steps
+  std::deque<double> recent_tps_; // tokens/s of the last kRecent generations (whole request)
+  static constexpr size_t kRecent = 128;
 };
 
 }  // namespace graft::server

@@ -22,11 +22,28 @@ void FinishJob(Job& job, const std::string& finish_reason, const std::string& er
   job.cv.notify_all();
 }
 
-Scheduler::Scheduler(const Model& target, std::vector<std::unique_ptr<Engine>> engines, int32_t queue_max,
-                     Metrics* metrics)
-    : target_(target), engines_(std::move(engines)), queue_max_(queue_max), metrics_(metrics) {
-  GRAFT_CHECK(!engines_.empty(), "a scheduler needs at least one engine");
-  for (auto& e : engines_) workers_.emplace_back([this, eng = e.get()] { WorkerLoop(eng); });
+struct Scheduler::Running {
+  std::shared_ptr<Job> job;
+  TextStream ts;
+  Clock::time_point t_start;
+  double first_token_ms = -1;
+  Running(std::shared_ptr<Job> j, const std::vector<std::string>& stop) : job(std::move(j)), ts(stop) {}
+
+  void Publish(const std::string& delta) {
+    if (delta.empty()) return;
+    {
+      std::lock_guard lk(job->mu);
+      job->text += delta;
+    }
+    job->cv.notify_all();
+  }
+};
+
+Scheduler::Scheduler(const Model& target, std::unique_ptr<EngineGroup> group, int32_t queue_max, Metrics* metrics)
+    : target_(target), group_(std::move(group)), queue_max_(queue_max), metrics_(metrics) {
+  GRAFT_CHECK(group_ != nullptr && group_->slots() >= 1, "a scheduler needs an engine group");
+  slots_.resize(group_->slots());
+  loop_ = std::thread([this] { Loop(); });
 }
 
 Scheduler::~Scheduler() { Shutdown(); }
@@ -35,7 +52,7 @@ Scheduler::Admit Scheduler::Submit(const std::shared_ptr<Job>& job) {
   {
     std::lock_guard lk(mu_);
     if (stopping_) return Admit::kShuttingDown;
-    const size_t capacity = engines_.size() + static_cast<size_t>(queue_max_);
+    const size_t capacity = slots_.size() + static_cast<size_t>(queue_max_);
     if (queue_.size() + running_.size() >= capacity) return Admit::kQueueFull;
     job->t_submit = Clock::now();
     queue_.push_back(job);
@@ -49,7 +66,7 @@ void Scheduler::Shutdown() {
   std::deque<std::shared_ptr<Job>> dropped;
   {
     std::lock_guard lk(mu_);
-    if (stopping_ && workers_.empty()) return;
+    if (stopping_ && !loop_.joinable()) return;
     stopping_ = true;
     dropped.swap(queue_);
     for (auto& j : running_) j->cancel = true;
@@ -59,85 +76,104 @@ void Scheduler::Shutdown() {
     metrics_->CountDropped();
     FinishJob(*j, "cancelled", "the server is shutting down");
   }
-  for (auto& t : workers_) {
-    if (t.joinable()) t.join();
-  }
-  std::lock_guard lk(mu_);
-  workers_.clear();
+  if (loop_.joinable()) loop_.join();
 }
 
 QueueGauges Scheduler::gauges() const {
   std::lock_guard lk(mu_);
   return {static_cast<int32_t>(queue_.size()), static_cast<int32_t>(running_.size()),
-          static_cast<int32_t>(engines_.size())};
+          static_cast<int32_t>(slots_.size())};
 }
 
-void Scheduler::WorkerLoop(Engine* engine) {
+void Scheduler::Loop() {
   for (;;) {
-    std::shared_ptr<Job> job;
+    std::vector<std::pair<int32_t, std::shared_ptr<Job>>> joining;
     {
       std::unique_lock lk(mu_);
-      cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
-      if (stopping_) return;  // Shutdown finishes what is still queued
-      job = std::move(queue_.front());
-      queue_.pop_front();
-      running_.push_back(job);
+      cv_.wait(lk, [&] { return stopping_ || !queue_.empty() || !group_->idle(); });
+      if (stopping_ && group_->idle()) return;  // Shutdown finishes what is still queued
+      for (int32_t s = 0; s < static_cast<int32_t>(slots_.size()) && !queue_.empty() && !stopping_; ++s) {
+        if (slots_[s] || group_->busy(s)) continue;
+        joining.emplace_back(s, std::move(queue_.front()));
+        queue_.pop_front();
+        running_.push_back(joining.back().second);
+      }
     }
-    if (job->cancel) {
-      metrics_->CountDropped();
-      FinishJob(*job, "cancelled");
-    } else {
-      Run(engine, *job);
-    }
-    std::lock_guard lk(mu_);
-    running_.erase(std::find(running_.begin(), running_.end(), job));
+    for (auto& [slot, job] : joining) Begin(slot, job);
+    if (group_->idle()) continue;
+    std::vector<EngineGroup::Finished> finished;
+    const auto t0 = Clock::now();
+    finished = group_->Step();  // fails only the requests it cannot serve, never throws for one
+    metrics_->CountStep(MsBetween(t0, Clock::now()));
+    for (EngineGroup::Finished& f : finished) End(f);
   }
 }
 
-void Scheduler::Run(Engine* engine, Job& job) {
-  const auto t_start = Clock::now();
-  double first_token_ms = -1;
-  TextStream ts(job.stop);
-  GenerateRequest req = job.request;
-  auto publish = [&job](const std::string& delta) {
-    if (delta.empty()) return;
-    {
-      std::lock_guard lk(job.mu);
-      job.text += delta;
-    }
-    job.cv.notify_all();
+void Scheduler::Begin(int32_t slot, const std::shared_ptr<Job>& job) {
+  const auto forget = [&] {
+    std::lock_guard lk(mu_);
+    running_.erase(std::find(running_.begin(), running_.end(), job));
   };
-  req.on_tokens = [&](const std::vector<Token>& toks) {
-    if (first_token_ms < 0) first_token_ms = MsBetween(t_start, Clock::now());
+  if (job->cancel) {
+    metrics_->CountDropped();
+    FinishJob(*job, "cancelled");
+    forget();
+    return;
+  }
+  auto run = std::make_unique<Running>(job, job->stop);
+  Running* r = run.get();
+  r->t_start = Clock::now();
+  GenerateRequest req = job->request;
+  req.on_tokens = [this, r](const std::vector<Token>& toks) {
+    if (r->first_token_ms < 0) r->first_token_ms = MsBetween(r->t_start, Clock::now());
     std::string delta;
     for (Token t : toks) {
-      delta += ts.Push(target_.TokenToPiece(t));
-      if (ts.stopped()) break;
+      delta += r->ts.Push(target_.TokenToPiece(t));
+      if (r->ts.stopped()) break;
     }
-    publish(delta);
-    return !ts.stopped() && !job.cancel.load();
+    r->Publish(delta);
+    return !r->ts.stopped() && !r->job->cancel.load();
   };
-  req.cancelled = [&job] { return job.cancel.load(); };
-  GenerateResult res;
-  std::string finish, error;
+  req.cancelled = [r] { return r->job->cancel.load(); };
   try {
-    res = engine->Generate(req, job.options);
-    if (ts.stopped()) finish = "stop";
-    else if (res.stats.stop_reason == "cancelled") finish = "cancelled";
-    else if (res.stats.stop_reason == "eog") finish = "stop";
-    else finish = "length";  // "length" or "context"
+    group_->Start(slot, std::move(req), job->options);
   } catch (const std::exception& e) {
-    finish = "error";
-    error = std::string("generation failed: ") + e.what();
+    metrics_->CountGeneration(GenerationStats{}, job->options.method, "error", MsBetween(job->t_submit, r->t_start), -1);
+    FinishJob(*job, "error", std::string("generation failed: ") + e.what());
+    forget();
+    return;
   }
-  if (finish != "error" && finish != "cancelled") publish(ts.Finish());
+  slots_[slot] = std::move(run);
+}
+
+void Scheduler::End(EngineGroup::Finished& f) {
+  std::unique_ptr<Running> run = std::move(slots_[f.slot]);
+  GRAFT_CHECK(run != nullptr, "a finished slot without a job");
+  Job& job = *run->job;
+  const GenerationStats& st = f.result.stats;
+  std::string finish, error;
+  if (!f.error.empty()) {
+    finish = "error";
+    error = "generation failed: " + f.error;
+  } else if (run->ts.stopped()) {
+    finish = "stop";
+  } else if (st.stop_reason == "cancelled") {
+    finish = "cancelled";
+  } else if (st.stop_reason == "eog") {
+    finish = "stop";
+  } else {
+    finish = "length";  // "length" or "context"
+  }
+  if (finish != "error" && finish != "cancelled") run->Publish(run->ts.Finish());
   if (finish == "cancelled" && job.cancel.load()) error = "the generation was cancelled";
-  metrics_->CountGeneration(res.stats, job.options.method, finish, MsBetween(job.t_submit, t_start), first_token_ms);
+  metrics_->CountGeneration(st, job.options.method, finish, MsBetween(job.t_submit, run->t_start), run->first_token_ms);
   {
     std::lock_guard lk(job.mu);
-    job.stats = res.stats;
+    job.stats = st;
   }
   FinishJob(job, finish, error);
+  std::lock_guard lk(mu_);
+  running_.erase(std::find(running_.begin(), running_.end(), run->job));
 }
 
 }  // namespace graft::server

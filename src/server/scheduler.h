@@ -1,12 +1,13 @@
-// Slots and the wait queue. Each slot is one Engine (its own target/draft KV caches
-// and learned state) driven by one worker thread; an Engine serves one request at a
-// time, so N slots run N generations at once. Admitted jobs wait in a FIFO bounded
-// by `queue_max`; beyond that Submit refuses (the server answers 503).
+// Slots and the wait queue. The slots are an EngineGroup's (graft/engine.h): one
+// thread drives it, and each of its steps is one target pass over every running
+// request (continuous batching), so the process never runs two llama.cpp thread
+// teams at once. Admitted jobs wait in a FIFO bounded by `queue_max`; beyond that
+// Submit refuses (the server answers 503). A job takes a slot between two steps.
 //
 // A job produces text into its own buffer; the HTTP thread that owns the request
-// drains it at the client's pace. So a slow client never stalls an engine, and a
-// gone client (write failed) sets `cancel`, which the engine sees at its next
-// on_tokens call (within one target pass) or the worker sees before starting.
+// drains it at the client's pace. So a slow client never stalls the engines, and a
+// gone client (write failed, or socket closed) sets `cancel`, which the group sees
+// before its next step (prefill included) or the loop sees before starting it.
 #pragma once
 
 #include <atomic>
@@ -49,8 +50,8 @@ struct Job {
 
 class Scheduler {
  public:
-  // `target` renders token text; `engines` become the slots (at least one).
-  Scheduler(const Model& target, std::vector<std::unique_ptr<Engine>> engines, int32_t queue_max, Metrics* metrics);
+  // `target` renders token text; `group`'s slots serve the jobs.
+  Scheduler(const Model& target, std::unique_ptr<EngineGroup> group, int32_t queue_max, Metrics* metrics);
   ~Scheduler();  // Shutdown()
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -60,21 +61,27 @@ class Scheduler {
   Admit Submit(const std::shared_ptr<Job>& job);
 
   // Refuses new jobs, finishes queued ones as cancelled, cancels running ones and
-  // joins the workers (each stops within one target pass). Idempotent.
+  // joins the loop (running jobs stop at the next step). Idempotent.
   void Shutdown();
 
   // For Engine::Validate (same configuration on every slot).
-  const Engine& engine() const { return *engines_.front(); }
+  const Engine& engine() const { return group_->engine(0); }
   QueueGauges gauges() const;
 
  private:
-  void WorkerLoop(Engine* engine);
-  void Run(Engine* engine, Job& job);
+  struct Running;  // a job on a slot: its text stream and timings
+  void Loop();
+  // Starts `job` on free slot `slot` (or finishes it when it was cancelled or the
+  // group refuses it).
+  void Begin(int32_t slot, const std::shared_ptr<Job>& job);
+  // Finishes the job of `f.slot` from the group's result.
+  void End(EngineGroup::Finished& f);
 
   const Model& target_;
-  std::vector<std::unique_ptr<Engine>> engines_;
+  std::unique_ptr<EngineGroup> group_;
   const int32_t queue_max_;
   Metrics* metrics_;
+  std::vector<std::unique_ptr<Running>> slots_;  // [slot], null = free; touched by the loop only
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -82,7 +89,7 @@ class Scheduler {
   std::vector<std::shared_ptr<Job>> running_;      // started, not finished
   bool stopping_ = false;
   std::mutex shutdown_mu_;                         // serialises Shutdown (signal thread vs destructor)
-  std::vector<std::thread> workers_;               // one per engine
+  std::thread loop_;
 };
 
 // Marks `job` finished and wakes its reader.

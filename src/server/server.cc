@@ -52,9 +52,8 @@ struct Server::Impl {
   uint64_t id_base = 0;
   int64_t started = 0;  // unix seconds
 
-  Impl(const Model& t, std::vector<std::unique_ptr<Engine>> engines, const ServerOptions& o)
-      : target(t), opt(o) {
-    const size_t slots = engines.size();
+  Impl(const Model& t, std::unique_ptr<EngineGroup> engines, const ServerOptions& o) : target(t), opt(o) {
+    const size_t slots = static_cast<size_t>(engines->slots());
     scheduler = std::make_unique<Scheduler>(t, std::move(engines), o.queue_max, &metrics);
     id_base = std::random_device{}() * 0x9E3779B97F4A7C15ull;
     started = static_cast<int64_t>(std::time(nullptr));
@@ -282,7 +281,7 @@ struct Server::Impl {
   }
 };
 
-Server::Server(const Model& target, std::vector<std::unique_ptr<Engine>> engines, const ServerOptions& options)
+Server::Server(const Model& target, std::unique_ptr<EngineGroup> engines, const ServerOptions& options)
     : impl_(std::make_unique<Impl>(target, std::move(engines), options)) {}
 
 Server::~Server() { Stop(); }

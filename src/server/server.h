@@ -6,7 +6,7 @@
 //
 // Threads: httplib's pool (slots + queue_max + 16 threads) parses requests, tokenizes
 // and validates them, admits them to the Scheduler and then waits for (or streams)
-// the job's text; the Scheduler's workers run the engines. See scheduler.h.
+// the job's text; the Scheduler's one thread steps the engine group. See scheduler.h.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +24,7 @@ struct ServerOptions {
   int port = 8080;                      // 0 = any free port (Bind returns it)
   int32_t queue_max = 16;               // admitted requests waiting for a slot
   size_t max_body_bytes = 1 << 20;      // larger bodies get 413
-  int32_t n_ctx = 4096;                 // every engine's context; longer prompts get 400
+  int32_t n_ctx = 4096;                 // every slot's context; longer prompts get 400
   int32_t keepalive_ms = 1000;          // idle stream: send an SSE comment (detects gone clients)
   RequestPolicy policy;
   std::string draft_name;               // for /v1/models ("" = none)
@@ -33,7 +33,7 @@ struct ServerOptions {
 class Server {
  public:
   // `target` tokenizes and renders text; it must outlive the server.
-  Server(const Model& target, std::vector<std::unique_ptr<Engine>> engines, const ServerOptions& options);
+  Server(const Model& target, std::unique_ptr<EngineGroup> engines, const ServerOptions& options);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;

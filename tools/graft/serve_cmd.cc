@@ -26,7 +26,8 @@ struct ServeFlags {
   int32_t max_tokens_limit = 4096;
   int32_t default_max_tokens = 256;
   int64_t max_body_bytes = 1 << 20;
-  int32_t max_budget = 64;
+  int32_t max_budget = 0;  // 0: 64, or less so that every slot's tree fits llama.cpp's 256 sequences
+  int32_t prefill_chunk = 256;
   std::vector<std::string> aliases;
 };
 
@@ -87,20 +88,23 @@ int RunServe(const ServeFlags& f) {
   if (f.max_body_bytes < 1024) throw Error("--max-body-bytes must be at least 1024");
   SignalWatcher signals;  // before any thread starts, so all inherit the mask
 
-  const int32_t max_budget = std::max(f.max_budget, f.decode.tree_budget);
-  LoadedModels lm = LoadModels(f.models, max_budget);
+  if (f.prefill_chunk < 1) throw Error("--prefill-chunk must be at least 1");
+  if (f.max_budget < 0) throw Error("--max-budget must be at least 1 (or 0 for the default)");
+  // Every slot's tree needs its own llama.cpp sequence ids, 256 in all.
+  const int32_t max_budget =
+      std::max(f.max_budget > 0 ? f.max_budget : std::min(64, 256 / f.parallel), f.decode.tree_budget);
+  LoadedModels lm = LoadModelFiles(f.models);
   DecodeOptions defaults = f.decode.ToOptions(lm.draft != nullptr);
-  lm.engine->Validate(defaults);
-  std::vector<std::unique_ptr<Engine>> engines;
-  engines.push_back(std::move(lm.engine));
-  const EngineConfig cfg = MakeEngineConfig(f.models, max_budget);
-  for (int32_t i = 1; i < f.parallel; ++i) engines.push_back(std::make_unique<Engine>(*lm.target, lm.draft.get(), cfg));
+  EngineGroupOptions go;
+  go.slots = f.parallel;
+  go.prefill_chunk = f.prefill_chunk;
+  auto engines = std::make_unique<EngineGroup>(*lm.target, lm.draft.get(), MakeEngineConfig(f.models, max_budget), go);
+  engines->engine(0).Validate(defaults);
   if (signals.fired()) return 0;
   // graft's cost profile before the first request, not during it (measured once per
   // machine, then read from the cache).
   if (defaults.method == Method::kGraft && defaults.adaptive) {
-    double measured_ms = 0;
-    for (auto& e : engines) measured_ms += e->PrepareCostProfile();
+    const double measured_ms = engines->PrepareCostProfile();
     if (measured_ms > 0) fprintf(stderr, "graft serve: measured the cost profile in %.1f s\n", measured_ms / 1000);
   }
 
@@ -142,15 +146,20 @@ void AddServeCommand(CLI::App& app, std::function<int()>* run) {
   CLI::App* sub = app.add_subcommand(
       "serve",
       "OpenAI-compatible HTTP server: /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics.\n"
-      "Memory: each --parallel slot is a full engine (target + draft KV caches of -c tokens,\n"
-      "history index, and its own copy of the --index datastore); model weights are shared.");
+      "The --parallel slots share one target KV cache (-c tokens per slot) and every step is one\n"
+      "target pass over all running requests (continuous batching). Memory: per slot, the target's\n"
+      "and the draft's KV cache of -c tokens, a history index and its own copy of the --index\n"
+      "datastore; model weights are shared.");
   flags->models.Add(sub);
   flags->decode.Add(sub);
   sub->add_option("--host", flags->host, "address to listen on")->capture_default_str();
   sub->add_option("--port", flags->port, "port (0 = any free port, printed at start)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
-  sub->add_option("--parallel", flags->parallel, "slots: requests generated at once, one engine each")
+  sub->add_option("--parallel", flags->parallel, "slots: requests generated at once, batched into one pass per step")
+      ->capture_default_str();
+  sub->add_option("--prefill-chunk", flags->prefill_chunk,
+                  "prompt tokens prefilled per step, joining requests together (bounds the others' step latency)")
       ->capture_default_str();
   sub->add_option("--queue-max", flags->queue_max, "requests that may wait for a slot; more get HTTP 503")
       ->capture_default_str();
@@ -160,7 +169,7 @@ void AddServeCommand(CLI::App& app, std::function<int()>* run) {
       ->capture_default_str();
   sub->add_option("--max-body-bytes", flags->max_body_bytes, "largest request body (HTTP 413 above)")
       ->capture_default_str();
-  sub->add_option("--max-budget", flags->max_budget, "largest graft.budget a request may ask for (sizes the contexts)")
+  sub->add_option("--max-budget", flags->max_budget, "largest graft.budget a request may ask for (sizes the contexts; 0 = min(64, 256 / --parallel))")
       ->capture_default_str();
   sub->add_option("--alias", flags->aliases, "extra names listed for the model in /v1/models (repeatable; requests may name any model)");
   sub->callback([flags, run] { *run = [flags] { return RunServe(*flags); }; });
