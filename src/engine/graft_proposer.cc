@@ -29,7 +29,10 @@ class GraftProposer final : public Proposer {
     if (o.skip_draft_gain > 0 || cost_ != nullptr) {
       Retrieve(rs, limits, *tree, {0}, limits.budget - 1);
       GraftRetrieved(rs, limits, tree);
-      skip_draft = (cost_ != nullptr && !GateDrafts(rs, limits)) ||
+      // Under load (other requests in the pass, EngineGroup) the draft model never runs
+      // in the adaptive policy: its passes are this request's own, one per level before
+      // the shared pass, so every request in the step would wait for them.
+      skip_draft = (cost_ != nullptr && (limits.load.rows > 0 || !GateDrafts(rs, limits))) ||
                    (o.skip_draft_gain > 0 && ExpectedAcceptedLength(*tree, es_.calibration) >= o.skip_draft_gain);
       if (!skip_draft) tree->Reset(tree->token[0]);
     }
