@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Load probe for a running OpenAI-compatible server (not a test): C concurrent
 streaming chat clients per round, each asking for --max-tokens greedy tokens on its
-own Spec-Bench prompt (tests/data, one category after another); prints, per method
+own Spec-Bench prompt (tests/data, one category after another; every round gets
+prompts no earlier round had, so graft's history of past outputs cannot answer from
+an earlier round, and each method gets the same ones: give each method a fresh server,
+as graft learns from every output, ar's included); prints, per method
 and concurrency, the median time to first token, the median tokens/s per client
 (completion tokens / whole request time, queueing included) and the total tokens/s
 of the round (all completion tokens / the round's wall time).
@@ -70,15 +73,19 @@ def main():
     ap.add_argument("--label", default="", help="row label (default: the method)")
     ap.add_argument("--json", default="", help="append the rows to this JSON-lines file")
     args = ap.parse_args()
-    prompts = spec_bench_prompts(max(args.clients))
-    one(args.url, prompts[0], args.methods[0], 4)  # warm-up
+    prompts = spec_bench_prompts(1 + sum(args.clients))
+    one(args.url, prompts.pop(), args.methods[0], 4)  # warm-up
+    rounds, at = [], 0
+    for c in args.clients:
+        rounds.append(prompts[at:at + c])
+        at += c
     print(f"{'label':16} {'clients':>7} {'median TTFT s':>14} {'median tok/s/client':>20} {'total tok/s':>12}")
     for method in args.methods:
         label = args.label or method
-        for c in args.clients:
+        for c, mine in zip(args.clients, rounds):
             t0 = time.perf_counter()
             with ThreadPoolExecutor(c) as ex:
-                res = list(ex.map(lambda i: one(args.url, prompts[i], method, args.max_tokens), range(c)))
+                res = list(ex.map(lambda p: one(args.url, p, method, args.max_tokens), mine))
             wall = time.perf_counter() - t0
             row = {"label": label, "method": method, "clients": c, "max_tokens": args.max_tokens,
                    "median_ttft_s": statistics.median(r[0] for r in res),
