@@ -107,11 +107,13 @@ struct ContextOptions {
 };
 
 // One lane's share of a pass (Context::EvalLanes): a chunk of its prompt, decoded
-// into its committed prefix without logits as Prefill does, or a tree, as EvalTree.
+// into its committed prefix without logits as Prefill does; and/or a tree, as
+// EvalTree, rooted right after the chunk (so a prompt's last chunk and its first
+// tree, whose root is the prompt's last token, take one pass, not two).
 struct LaneWork {
   int32_t lane = 0;
-  TokenSpan prefill;               // non-empty: a prefill chunk
-  const TokenTree* tree = nullptr;  // else: the tree to evaluate
+  TokenSpan prefill;                // may be empty
+  const TokenTree* tree = nullptr;  // may be null (not both)
 };
 
 class Context {
@@ -144,8 +146,8 @@ class Context {
   // One llama_decode over several lanes (each at most once): their prefill chunks and
   // trees, as Prefill (no logits) and EvalTree would do them one by one, at the cost
   // of one pass over all their rows (at most n_batch). Returns, per work item, the
-  // Logits row of its tree's root (node i is row root + i), -1 for a prefill chunk.
-  // A lane with a tree must CommitPath next; a prefill chunk advances its n_past.
+  // Logits row of its tree's root (node i is row root + i), -1 without a tree. A
+  // prefill chunk advances its lane's n_past; a lane with a tree must CommitPath next.
   std::vector<int32_t> EvalLanes(const std::vector<LaneWork>& work);
 
   // Logits of batch row i of the last decode ([n_vocab], valid until the next decode).
@@ -176,8 +178,9 @@ class Context {
 
   void DecodeChecked(int32_t n_tokens, const char* what);
   // Checks `tree` against the lane's limits, tags its cache sequences and writes its
-  // rows into the batch from row `row`. Returns the rows written.
-  int32_t PutTree(const TokenTree& tree, int32_t lane, int32_t row);
+  // rows into the batch from row `row`, its root at position n_past + `shift`.
+  // Returns the leaf sequence ids (lane-relative) it uses: [0, n_leaves).
+  int32_t PutTree(const TokenTree& tree, int32_t lane, int32_t row, int32_t shift);
   // Makes lane-relative sequence `seq`'s cells up to position `n_past + path_len - 1`
   // the lane's new committed prefix and drops its other scratch sequences; n_past
   // grows by path_len.

@@ -302,7 +302,7 @@ const float* Context::Prefill(TokenSpan tokens, bool want_last_logits, int32_t l
   return nullptr;
 }
 
-int32_t Context::PutTree(const TokenTree& tree, int32_t lane, int32_t row) {
+int32_t Context::PutTree(const TokenTree& tree, int32_t lane, int32_t row, int32_t shift) {
   const int32_t n = tree.size();
   GRAFT_CHECK(n >= 1, "empty tree");
   if (n > max_tree_) {
@@ -321,7 +321,7 @@ int32_t Context::PutTree(const TokenTree& tree, int32_t lane, int32_t row) {
     throw Error("tree has " + std::to_string(n_leaves) + " leaves but the context allows " +
                 std::to_string(n_seq_max_) + " sequences");
   }
-  if (ls.n_past + max_depth + 1 > n_ctx_) {
+  if (ls.n_past + shift + max_depth + 1 > n_ctx_) {
     throw Error("context of " + std::to_string(n_ctx_) + " tokens is full (raise -c)");
   }
   if (row + n > n_batch_) throw Error("a pass of more than " + std::to_string(n_batch_) + " rows");
@@ -334,7 +334,7 @@ int32_t Context::PutTree(const TokenTree& tree, int32_t lane, int32_t row) {
   llama_batch& b = batch_->batch;
   for (int32_t i = 0; i < n; ++i) {
     b.token[row + i] = tree.token[i];
-    b.pos[row + i] = ls.n_past + tree.depth[i];
+    b.pos[row + i] = ls.n_past + shift + tree.depth[i];
     b.n_seq_id[row + i] = static_cast<int32_t>(seqs[i].size());
     for (size_t k = 0; k < seqs[i].size(); ++k) b.seq_id[row + i][k] = base + seqs[i][k];
     b.logits[row + i] = 1;
@@ -342,12 +342,12 @@ int32_t Context::PutTree(const TokenTree& tree, int32_t lane, int32_t row) {
   ls.tree_seqs = std::move(seqs);
   ls.tree_depth = tree.depth;
   ls.n_leaves = n_leaves;
-  return n;
+  return n_leaves;
 }
 
 void Context::EvalTree(const TokenTree& tree, int32_t lane) {
-  const int32_t n = PutTree(tree, lane, 0);
-  DecodeChecked(n, "tree evaluation");
+  PutTree(tree, lane, 0, 0);
+  DecodeChecked(tree.size(), "tree evaluation");
 }
 
 std::vector<int32_t> Context::EvalLanes(const std::vector<LaneWork>& work) {
@@ -361,26 +361,28 @@ std::vector<int32_t> Context::EvalLanes(const std::vector<LaneWork>& work) {
     LaneState& ls = Lane(lw.lane);
     GRAFT_CHECK(!seen[lw.lane], "a lane twice in one pass");
     seen[lw.lane] = 1;
-    GRAFT_CHECK(lw.prefill.empty() != (lw.tree == nullptr), "a lane's work is a prefill chunk or a tree");
-    if (lw.tree != nullptr) {
-      first_row[w] = rows;
-      rows += PutTree(*lw.tree, lw.lane, rows);
-      continue;
-    }
+    GRAFT_CHECK(!lw.prefill.empty() || lw.tree != nullptr, "a lane's work is a prefill chunk, a tree or both");
     const int32_t n = static_cast<int32_t>(lw.prefill.size());
     if (ls.n_past + static_cast<int64_t>(n) > n_ctx_) {
       throw Error("input of " + std::to_string(n) + " tokens does not fit: " + std::to_string(ls.n_past) +
                   " already used of a " + std::to_string(n_ctx_) + "-token context (raise -c or shorten the prompt)");
     }
     if (rows + n > n_batch_) throw Error("a pass of more than " + std::to_string(n_batch_) + " rows");
+    // The tree's rows follow the chunk's. Its scratch sequences copy the lane's prefix
+    // before the pass, so the chunk's rows carry every leaf id the tree uses.
+    int32_t n_leaves = 1;
+    if (lw.tree != nullptr) {
+      first_row[w] = rows + n;
+      n_leaves = PutTree(*lw.tree, lw.lane, rows + n, n);
+    }
     for (int32_t j = 0; j < n; ++j) {
       b.token[rows + j] = lw.prefill[j];
       b.pos[rows + j] = ls.n_past + j;
-      b.n_seq_id[rows + j] = 1;
-      b.seq_id[rows + j][0] = SeqBase(lw.lane);
+      b.n_seq_id[rows + j] = n_leaves;
+      for (int32_t l = 0; l < n_leaves; ++l) b.seq_id[rows + j][l] = SeqBase(lw.lane) + l;
       b.logits[rows + j] = 0;
     }
-    rows += n;
+    rows += n + (lw.tree != nullptr ? lw.tree->size() : 0);
   }
   DecodeChecked(rows, "batched evaluation");
   for (const LaneWork& lw : work) Lane(lw.lane).n_past += static_cast<int32_t>(lw.prefill.size());

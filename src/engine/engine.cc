@@ -117,11 +117,12 @@ struct Engine::State : EngineState {
     f.t0 = std::chrono::steady_clock::now();
   }
 
-  // Builds the step's tree in flight->tree; false when the context is full (the
-  // generation is over, stop reason "context").
-  bool Propose(const BatchLoad& load) {
+  // Builds the step's tree in flight->tree, to be evaluated after `pending` prompt
+  // tokens in the same pass; false when the context is full (the generation is over,
+  // stop reason "context").
+  bool Propose(const BatchLoad& load, int32_t pending = 0) {
     Flight& f = *flight;
-    const int32_t room = tctx->n_ctx() - tctx->n_past(lane);
+    const int32_t room = tctx->n_ctx() - tctx->n_past(lane) - pending;
     if (room < 1) {
       f.result.stats.stop_reason = "context";
       return false;
@@ -396,50 +397,62 @@ std::vector<EngineGroup::Finished> EngineGroup::Step() {
     return r.cancelled && r.cancelled();
   };
 
-  // Joining requests first: prefill chunks, at most prefill_chunk tokens in all.
-  std::vector<LaneWork> work;
-  std::vector<int32_t> work_slot;
-  int32_t prefill_left = options_.prefill_chunk;
-  std::vector<int32_t> decoding;
+  std::vector<int32_t> decoding, joining;
   for (int32_t i = 0; i < slots(); ++i) {
     State& s = *engines_[i]->s_;
     if (!s.flight) continue;
     if (cancelled(s)) {
       s.flight->result.stats.stop_reason = "cancelled";
       finish(i, "");
-      continue;
-    }
-    if (s.flight->decoding) {
+    } else if (s.flight->decoding) {
       decoding.push_back(i);
-      continue;
+    } else {
+      joining.push_back(i);
     }
+  }
+  // Joining requests: prompt chunks, at most prefill_chunk tokens in all, the shortest
+  // remaining prompt first (it minimises the mean time to first token; a long prompt
+  // waits at most for the shorter ones on the other slots). A prompt whose rest fits
+  // starts decoding at once: its last chunk and its first tree (rooted at the prompt's
+  // last token) share this pass.
+  std::stable_sort(joining.begin(), joining.end(), [&](int32_t a, int32_t b) {
+    return engines_[a]->s_->PrefillLeft().size() < engines_[b]->s_->PrefillLeft().size();
+  });
+  std::vector<LaneWork> work;
+  std::vector<int32_t> work_slot;
+  std::vector<TokenSpan> last_chunk(slots());
+  int32_t budget = options_.prefill_chunk;
+  for (int32_t i : joining) {
+    State& s = *engines_[i]->s_;
     const TokenSpan left = s.PrefillLeft();
-    if (left.empty()) {
+    if (static_cast<int32_t>(left.size()) <= budget) {
       try {
         s.BeginDecode();
-        decoding.push_back(i);
       } catch (const std::exception& e) {
         finish(i, e.what());
+        continue;
       }
-      continue;
+      budget -= static_cast<int32_t>(left.size());
+      last_chunk[i] = left;
+      decoding.push_back(i);
+    } else if (budget > 0) {
+      work.push_back({s.lane, left.first(budget), nullptr});
+      work_slot.push_back(i);
+      budget = 0;
     }
-    if (prefill_left < 1) continue;
-    const TokenSpan chunk = left.first(std::min<size_t>(left.size(), prefill_left));
-    prefill_left -= static_cast<int32_t>(chunk.size());
-    work.push_back({s.lane, chunk, nullptr});
-    work_slot.push_back(i);
   }
   // Then one tree per decoding request, each sized against the rows already in the
   // pass and one root for every request still to propose.
   BatchLoad load;
   for (const LaneWork& w : work) load.rows += static_cast<int32_t>(w.prefill.size());
+  for (int32_t i : decoding) load.rows += static_cast<int32_t>(last_chunk[i].size());
   for (size_t k = 0; k < decoding.size(); ++k) {
     const int32_t i = decoding[k];
     State& s = *engines_[i]->s_;
     const int32_t later = static_cast<int32_t>(decoding.size() - k - 1);
     const BatchLoad others = options_.load_aware ? BatchLoad{load.rows + later, load.tokens + later} : BatchLoad{};
     try {
-      if (!s.Propose(others)) {
+      if (!s.Propose(others, static_cast<int32_t>(last_chunk[i].size()))) {
         finish(i, "");
         continue;
       }
@@ -447,7 +460,7 @@ std::vector<EngineGroup::Finished> EngineGroup::Step() {
       finish(i, e.what());
       continue;
     }
-    work.push_back({s.lane, {}, &s.flight->tree});
+    work.push_back({s.lane, last_chunk[i], &s.flight->tree});
     work_slot.push_back(i);
     load.rows += s.flight->tree.size();
     load.tokens += 1.0 + ExpectedAcceptedLength(s.flight->tree, s.calibration);
@@ -467,8 +480,8 @@ std::vector<EngineGroup::Finished> EngineGroup::Step() {
     const int32_t i = work_slot[w];
     State& s = *engines_[i]->s_;
     try {
+      s.Prefilled(work[w].prefill);
       if (rows[w] < 0) {
-        s.Prefilled(work[w].prefill);
         if (cancelled(s)) {
           s.flight->result.stats.stop_reason = "cancelled";
           finish(i, "");

@@ -28,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def spec_bench_prompts(n):
-    """First turns, round-robin over the categories, so concurrent clients differ."""
+    """Up to n first turns, round-robin over the categories, so concurrent clients differ."""
     by_cat = {}
     with open(os.path.join(HERE, "..", "data", "spec_bench", "question.jsonl")) as f:
         for line in f:
@@ -36,7 +36,7 @@ def spec_bench_prompts(n):
             cat = "mt_bench" if q["question_id"] <= 160 else q["category"]
             by_cat.setdefault(cat, []).append(q["turns"][0][:1500])
     out, i = [], 0
-    while len(out) < n:
+    while len(out) < n and any(i < len(v) for v in by_cat.values()):
         for cat in sorted(by_cat):
             if i < len(by_cat[cat]) and len(out) < n:
                 out.append(by_cat[cat][i])
@@ -74,6 +74,8 @@ def main():
     ap.add_argument("--json", default="", help="append the rows to this JSON-lines file")
     args = ap.parse_args()
     prompts = spec_bench_prompts(1 + sum(args.clients))
+    if len(prompts) < 1 + sum(args.clients):
+        raise SystemExit(f"the Spec-Bench fixture has {len(prompts)} prompts; these rounds need {1 + sum(args.clients)}")
     one(args.url, prompts.pop(), args.methods[0], 4)  # warm-up
     rounds, at = [], 0
     for c in args.clients:

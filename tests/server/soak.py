@@ -42,7 +42,7 @@ def main():
     ap.add_argument("--method", default="graft")
     ap.add_argument("--max-rss-growth", type=float, default=0.05, help="allowed RSS growth after the warm-up")
     args = ap.parse_args()
-    prompts = spec_bench_prompts(48)
+    prompts = spec_bench_prompts(1000)  # all of them
     t_start = time.time()
     t_warm = t_start + 60 * args.warmup_minutes
     t_end = t_start + 60 * args.minutes
