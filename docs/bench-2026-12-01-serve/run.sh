@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # graft-before: `git worktree add /tmp/old e18607d` built with cmake -DCMAKE_BUILD_TYPE=Release (target graft_cli).
+# graft-now rows: re-run after commit "a prompt's last chunk and its first tree share a pass" with the first
+# two run_graft lines only; graft-now-fifo rows are this script's first run, before that commit.
 # One server at a time on a quiet machine, a fresh server per method (graft learns from
 # every output): graft now (EngineGroup), graft before (e18607d: an engine and a thread
 # per slot), llama.cpp's llama-server; 1/2/4/8 clients, 128 tokens, Spec-Bench prompts.
