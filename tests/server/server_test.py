@@ -37,6 +37,34 @@ PROMPTS = [
 
 RESULTS = {"passed": 0, "failed": 0}
 
+# A stream that shares its passes with other requests is evaluated in batches of other
+# shapes, whose kernels round differently (measured up to ~0.05 in a tiny-target logit),
+# so where the target's top-2 gap is smaller its greedy output may part from the
+# single-client one. The concurrency checks compare each prompt's tokens up to its
+# first such near-tie, found with llama.cpp's own Python binding.
+NEAR_TIE = 0.1
+
+
+def tokens_before_near_tie(models, prompts, n):
+    """{prompt: greedy tokens of the tiny target before its first top-2 gap < NEAR_TIE (at most n)}."""
+    import llama_cpp
+    m = llama_cpp.Llama(model_path=os.path.join(models, "tiny-target.gguf"), n_ctx=256, n_threads=2,
+                        logits_all=True, verbose=False)
+    out = {}
+    for p in prompts:
+        m.reset()
+        m.eval(m.tokenize(p.encode(), add_bos=True, special=False))
+        k = 0
+        while k < n:
+            top = sorted(m.scores[m.n_tokens - 1], reverse=True)[:2]
+            if top[0] - top[1] < NEAR_TIE:
+                break
+            m.eval([int(m.scores[m.n_tokens - 1].argmax())])
+            k += 1
+        out[p] = max(k, 1)
+    del m
+    return out
+
 
 def check(name, cond, detail=""):
     if cond:
@@ -225,6 +253,8 @@ def main():
                                         "--max-body-bytes", "65536"])
     client = srv.client()
     refs = {}  # (prompt, method, chat) -> text
+    safe = tokens_before_near_tie(models, PROMPTS, N_TOKENS)
+    print("tokens compared under concurrency, per prompt (before a near-tie):", list(safe.values()))
 
     def ref(prompt, method, chat=False):
         key = (prompt, method, chat)
@@ -381,14 +411,13 @@ def main():
         # Single-client outputs first (sequential), then 8 concurrent streaming clients on
         # 4 slots, half ar and half graft: the slots share each target pass (the ones
         # queued join as others leave), yet every stream equals its single-client output
-        # (greedy is lossless, and the tiny F32 target has no near-ties for the batched
-        # kernels to flip).
-        singles = {p: stream_text(client, p, N_TOKENS, "ar")[0] for p in PROMPTS}
+        # (greedy is lossless) up to the prompt's first near-tie (NEAR_TIE).
+        singles = {p: stream_text(client, p, safe[p], "ar")[0] for p in PROMPTS}
         jobs = [(PROMPTS[i % len(PROMPTS)], "ar" if i % 2 == 0 else "graft") for i in range(8)]
 
         def one(job):
             c = srv.client()
-            return stream_text(c, job[0], N_TOKENS, job[1])
+            return stream_text(c, job[0], safe[job[0]], job[1])
 
         steps0, passes0 = srv.metric("graft_steps_total"), srv.metric("graft_target_passes_total")
         t = time.time()
@@ -404,7 +433,7 @@ def main():
     def disconnect_mid_stream():
         before = srv.metric("graft_requests_cancelled_total")
         prompt = PROMPTS[3]
-        single = stream_text(client, prompt, N_TOKENS, "ar")[0]
+        single = stream_text(client, prompt, safe[prompt], "ar")[0]
         # The quitter asks for many tokens, reads two events and hangs up.
         sock = socket.create_connection((srv.host, srv.port))
         body = json.dumps({"prompt": PROMPTS[0], "max_tokens": 250, "stream": True, "temperature": 0}).encode()
@@ -417,7 +446,7 @@ def main():
                 break
             got += chunk
         with ThreadPoolExecutor(3) as ex:
-            futs = [ex.submit(lambda: stream_text(srv.client(), prompt, N_TOKENS, "ar")[0]) for _ in range(3)]
+            futs = [ex.submit(lambda: stream_text(srv.client(), prompt, safe[prompt], "ar")[0]) for _ in range(3)]
             # Hang up at once: the tiny model writes all 250 tokens in well under a
             # second, so a later close could find the stream already complete.
             sock.close()
