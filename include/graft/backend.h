@@ -177,6 +177,10 @@ class Context {
   int32_t SeqBase(int32_t lane) const { return lane * n_seq_max_; }
 
   void DecodeChecked(int32_t n_tokens, const char* what);
+  // Writes `tokens` into the batch from row `row` at the lane's next positions, without
+  // logits, each tagged with the lane's first `n_leaves` sequence ids (its prefix and
+  // the leaves of a tree that follows in the same pass).
+  void PutChunk(TokenSpan tokens, int32_t lane, int32_t row, int32_t n_leaves);
   // Checks `tree` against the lane's limits, tags its cache sequences and writes its
   // rows into the batch from row `row`, its root at position n_past + `shift`.
   // Returns the leaf sequence ids (lane-relative) it uses: [0, n_leaves).

@@ -213,7 +213,9 @@ TEST(BackendTest, LanesShareAPassButNotTheirTokens) {
     std::vector<LaneWork> work = {{0, {}, &t0}, {1, rest, &t1}};
     if (step % 2 == 1) std::swap(work[0], work[1]);
     const std::vector<int32_t> rows = shared.EvalLanes(work);
-    if (!rest.empty()) EXPECT_EQ(shared.n_past(1), static_cast<int32_t>(p1.size() - 1));
+    if (!rest.empty()) {
+      EXPECT_EQ(shared.n_past(1), static_cast<int32_t>(p1.size() - 1));
+    }
     rest = {};
     const int32_t r0 = step % 2 == 1 ? rows[1] : rows[0];
     const int32_t r1 = step % 2 == 1 ? rows[0] : rows[1];

@@ -285,13 +285,7 @@ const float* Context::Prefill(TokenSpan tokens, bool want_last_logits, int32_t l
   size_t i = 0;
   while (i < tokens.size()) {
     const int32_t n = static_cast<int32_t>(std::min<size_t>(n_batch_, tokens.size() - i));
-    for (int32_t j = 0; j < n; ++j) {
-      b.token[j] = tokens[i + j];
-      b.pos[j] = ls.n_past + j;
-      b.n_seq_id[j] = 1;
-      b.seq_id[j][0] = SeqBase(lane);
-      b.logits[j] = 0;
-    }
+    PutChunk(tokens.subspan(i, n), lane, 0, 1);
     const bool last_chunk = i + n == tokens.size();
     if (last_chunk && want_last_logits) b.logits[n - 1] = 1;
     DecodeChecked(n, "prefill");
@@ -300,6 +294,18 @@ const float* Context::Prefill(TokenSpan tokens, bool want_last_logits, int32_t l
     if (last_chunk && want_last_logits) return Logits(n - 1);
   }
   return nullptr;
+}
+
+void Context::PutChunk(TokenSpan tokens, int32_t lane, int32_t row, int32_t n_leaves) {
+  llama_batch& b = batch_->batch;
+  const LaneState& ls = Lane(lane);
+  for (size_t j = 0; j < tokens.size(); ++j) {
+    b.token[row + j] = tokens[j];
+    b.pos[row + j] = ls.n_past + static_cast<int32_t>(j);
+    b.n_seq_id[row + j] = n_leaves;
+    for (int32_t l = 0; l < n_leaves; ++l) b.seq_id[row + j][l] = SeqBase(lane) + l;
+    b.logits[row + j] = 0;
+  }
 }
 
 int32_t Context::PutTree(const TokenTree& tree, int32_t lane, int32_t row, int32_t shift) {
@@ -354,7 +360,6 @@ std::vector<int32_t> Context::EvalLanes(const std::vector<LaneWork>& work) {
   GRAFT_CHECK(!work.empty(), "a pass needs work");
   std::vector<uint8_t> seen(lanes_.size(), 0);
   std::vector<int32_t> first_row(work.size(), -1);
-  llama_batch& b = batch_->batch;
   int32_t rows = 0;
   for (size_t w = 0; w < work.size(); ++w) {
     const LaneWork& lw = work[w];
@@ -375,13 +380,7 @@ std::vector<int32_t> Context::EvalLanes(const std::vector<LaneWork>& work) {
       first_row[w] = rows + n;
       n_leaves = PutTree(*lw.tree, lw.lane, rows + n, n);
     }
-    for (int32_t j = 0; j < n; ++j) {
-      b.token[rows + j] = lw.prefill[j];
-      b.pos[rows + j] = ls.n_past + j;
-      b.n_seq_id[rows + j] = n_leaves;
-      for (int32_t l = 0; l < n_leaves; ++l) b.seq_id[rows + j][l] = SeqBase(lw.lane) + l;
-      b.logits[rows + j] = 0;
-    }
+    PutChunk(lw.prefill, lw.lane, rows, n_leaves);
     rows += n + (lw.tree != nullptr ? lw.tree->size() : 0);
   }
   DecodeChecked(rows, "batched evaluation");

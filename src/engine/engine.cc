@@ -315,10 +315,12 @@ GenerateResult Engine::Generate(const GenerateRequest& req, const DecodeOptions&
     }
     s.BeginDecode();
     while (s.Propose({})) {
-      const auto t0 = std::chrono::steady_clock::now();
-      s.tctx->EvalTree(s.flight->tree, s.lane);
-      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      if (!s.FinishStep(0, ms)) break;
+      double pass_ms = 0;
+      {
+        ScopedMs t(&pass_ms);
+        s.tctx->EvalTree(s.flight->tree, s.lane);
+      }
+      if (!s.FinishStep(0, pass_ms)) break;
     }
   } catch (...) {
     s.Abort();
@@ -392,19 +394,21 @@ std::vector<EngineGroup::Finished> EngineGroup::Step() {
       done.push_back({slot, std::move(partial), error});
     }
   };
-  const auto cancelled = [](const State& s) {
+  // Finishes slot `i` as cancelled when its request says stop; true if it did.
+  const auto cancel = [&](int32_t i) {
+    State& s = *engines_[i]->s_;
     const GenerateRequest& r = s.flight->req;
-    return r.cancelled && r.cancelled();
+    if (!r.cancelled || !r.cancelled()) return false;
+    s.flight->result.stats.stop_reason = "cancelled";
+    finish(i, "");
+    return true;
   };
 
   std::vector<int32_t> decoding, joining;
   for (int32_t i = 0; i < slots(); ++i) {
     State& s = *engines_[i]->s_;
-    if (!s.flight) continue;
-    if (cancelled(s)) {
-      s.flight->result.stats.stop_reason = "cancelled";
-      finish(i, "");
-    } else if (s.flight->decoding) {
+    if (!s.flight || cancel(i)) continue;
+    if (s.flight->decoding) {
       decoding.push_back(i);
     } else {
       joining.push_back(i);
@@ -468,24 +472,21 @@ std::vector<EngineGroup::Finished> EngineGroup::Step() {
   if (work.empty()) return done;
 
   std::vector<int32_t> rows;
-  const auto t0 = std::chrono::steady_clock::now();
+  double pass_ms = 0;
   try {
+    ScopedMs t(&pass_ms);
     rows = target_ctx_->EvalLanes(work);
   } catch (const std::exception& e) {
     for (int32_t i : work_slot) finish(i, e.what());
     return done;
   }
-  const double pass_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   for (size_t w = 0; w < work.size(); ++w) {
     const int32_t i = work_slot[w];
     State& s = *engines_[i]->s_;
     try {
       s.Prefilled(work[w].prefill);
       if (rows[w] < 0) {
-        if (cancelled(s)) {
-          s.flight->result.stats.stop_reason = "cancelled";
-          finish(i, "");
-        }
+        cancel(i);
         continue;
       }
       if (!s.FinishStep(rows[w], pass_ms)) finish(i, "");
