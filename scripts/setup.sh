@@ -26,6 +26,12 @@ APT_PACKAGES=(build-essential cmake ninja-build pkg-config python3-venv libgtest
   libbenchmark-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libdivsufsort-dev libxxhash-dev
   curl)
 log() { printf '[setup] %s\n' "$*"; }
+# llama.cpp for this CPU (-march=native), but never its AMX kernels: the pinned build's
+# AMX path dies with SIGILL on Sapphire Rapids machines of this kind (its tile config is
+# optimised away, llama.cpp PR #26954), in llama-cpp-python itself as well. Explicit
+# -mno-amx-* win over -march=native in GCC whatever their order.
+NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+BACKEND_CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DCMAKE_C_FLAGS='$NO_AMX' -DCMAKE_CXX_FLAGS='$NO_AMX'"
 
 # 1. System packages (Debian 12).
 missing=()
@@ -49,6 +55,7 @@ build_peers() {
   local bin=${GRAFT_PEERS_DIR:-$cache/bin}
   local have=1
   for t in "${PEER_TARGETS[@]}"; do [ -x "$bin/$t" ] || have=0; done
+  [ "$(cat "$bin/graft-peers.stamp" 2>/dev/null)" = "$NO_AMX" ] || have=0
   if [ "$have" = 1 ]; then log "llama.cpp peers present in $bin"; return; fi
   mkdir -p "$cache/src" "$bin"
   local sdist="$cache/src/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz"
@@ -67,7 +74,8 @@ build_peers() {
   log "building llama.cpp's ${PEER_TARGETS[*]} (once; ~15 min on 2 cores)"
   cmake -S "$llama" -B "$cache/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
     -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON \
-    -DLLAMA_BUILD_SERVER=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF >"$cache/build.log" 2>&1 ||
+    -DLLAMA_BUILD_SERVER=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+    -DCMAKE_C_FLAGS="$NO_AMX" -DCMAKE_CXX_FLAGS="$NO_AMX" >"$cache/build.log" 2>&1 ||
     { tail -40 "$cache/build.log" >&2; exit 1; }
   # Its compiler warnings are not ours to read: the log keeps them.
   cmake --build "$cache/build" -j "$(nproc)" --target "${PEER_TARGETS[@]}" >>"$cache/build.log" 2>&1 ||
@@ -76,6 +84,7 @@ build_peers() {
     cp "$cache/build/bin/$t" "$bin/.$t.tmp"
     mv "$bin/.$t.tmp" "$bin/$t"
   done
+  echo "$NO_AMX" > "$bin/graft-peers.stamp"
   log "llama.cpp peers built into $bin"
 }
 if [ "$PEERS_ONLY" = 1 ]; then
@@ -92,10 +101,18 @@ if [ ! -x .venv/bin/python ]; then
 fi
 VPY=.venv/bin/python
 installed() { "$VPY" -m pip show "$1" 2>/dev/null | awk '/^Version:/{print $2}'; }
-if [ "$(installed llama_cpp_python)" != "$LLAMA_CPP_PYTHON_VERSION" ]; then
+# The stamp records what the installed backend was built with; a different one rebuilds
+# it (without pip's wheel cache, which ignores CMAKE_ARGS).
+BACKEND_STAMP=.venv/graft-backend.stamp
+BACKEND_WANT="llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION $BACKEND_CMAKE_ARGS"
+if [ "$(installed llama_cpp_python)" != "$LLAMA_CPP_PYTHON_VERSION" ] ||
+   [ "$(cat "$BACKEND_STAMP" 2>/dev/null)" != "$BACKEND_WANT" ]; then
   log "installing llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION (builds llama.cpp; ~10 min the first time)"
-  CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
-    "$VPY" -m pip install -q "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
+  rm -f "$BACKEND_STAMP"
+  CMAKE_ARGS="$BACKEND_CMAKE_ARGS" "$VPY" -m pip install -q --force-reinstall --no-deps --no-cache-dir \
+    "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
+  "$VPY" -m pip install -q "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"  # its Python dependencies
+  echo "$BACKEND_WANT" > "$BACKEND_STAMP"
 fi
 [ "$(installed gguf)" = "$GGUF_VERSION" ] || "$VPY" -m pip install -q "gguf==$GGUF_VERSION"
 [ "$(installed openai)" = "$OPENAI_VERSION" ] || "$VPY" -m pip install -q "openai==$OPENAI_VERSION"
