@@ -170,7 +170,10 @@ struct Harness::Impl {
       row->stats.Add(res.stats);
       ++row->turns;
       const std::string answer = target.Detokenize(res.tokens);
-      if (o.keep_outputs) row->text += (k ? "\n\n" : "") + answer;
+      if (o.keep_outputs) {
+        row->text += (k ? "\n\n" : "") + answer;
+        row->prompts.push_back(std::move(req.prompt));
+      }
       row->outputs.push_back(std::move(res.tokens));
       msgs.push_back({"assistant", answer});
     }

@@ -70,7 +70,7 @@ struct HarnessOptions {
   bool raw = false;         // no chat template: BOS + text (turns joined by blank lines)
   int32_t max_prompt_tokens = 0;  // cap on the first turn's prompt (0 = what fits n_ctx)
   LongPromptPolicy long_prompts = LongPromptPolicy::kTruncate;
-  bool keep_outputs = false;      // rows carry the detokenized output text
+  bool keep_outputs = false;      // rows carry the output text, and their prompt and output tokens
   // llama.cpp's own tools (bench/peers.h names), run after our configurations for
   // every prompt at temperature 0, from `peers_dir` (their programs must exist there).
   std::vector<std::string> peers;
@@ -91,6 +91,7 @@ struct BenchRow {
   double wall_ms = 0;        // Generate calls, prefill included
   std::vector<std::vector<Token>> outputs;  // [turns] generated tokens
   std::string text;          // outputs joined by "\n\n" (keep_outputs and peers)
+  std::vector<std::vector<Token>> prompts;  // [turns] prompt tokens (keep_outputs, our methods)
   std::vector<std::string> turn_texts;  // peers: each turn's output text
   std::string error;         // peers: why the tool gave no result (the row has no speedup)
 

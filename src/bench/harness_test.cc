@@ -99,7 +99,9 @@ Model* HarnessTest::target_ = nullptr;
 Model* HarnessTest::draft_ = nullptr;
 
 TEST_F(HarnessTest, EndToEndFilesSummaryAndIdentities) {
-  Harness h(*target_, draft_, Options());
+  HarnessOptions opts = Options();
+  opts.keep_outputs = true;  // --save-outputs: texts and tokens in results.json
+  Harness h(*target_, draft_, opts);
   ASSERT_EQ(h.configs().size(), 1u + 7 * 2 + 2);  // ar, 7 methods x 2 budgets, oracle x 2
   EXPECT_EQ(h.configs()[0].Name(), "ar");
   const auto prompts = Prompts();
@@ -233,6 +235,17 @@ TEST_F(HarnessTest, EndToEndFilesSummaryAndIdentities) {
     }
   }
   EXPECT_DOUBLE_EQ(sum["tree@8"]["tau"].get<double>(), static_cast<double>(gen) / passes);
+  // --save-outputs: each row's tokens, a prompt the same for every configuration.
+  std::map<int32_t, json> prompt_of;
+  for (size_t i = 0; i < h.rows().size(); ++i) {
+    const json& r = j["rows"][i];
+    ASSERT_TRUE(r.contains("output_tokens") && r.contains("prompt_tokens") && r.contains("output")) << i;
+    EXPECT_EQ(r["output_tokens"].get<std::vector<std::vector<Token>>>(), h.rows()[i].outputs) << i;
+    ASSERT_EQ(r["prompt_tokens"].size(), static_cast<size_t>(h.rows()[i].turns)) << i;
+    EXPECT_FALSE(r["prompt_tokens"][0].empty()) << i;
+    const auto [it, first] = prompt_of.emplace(h.rows()[i].prompt_index, r["prompt_tokens"]);
+    if (!first) EXPECT_EQ(it->second, r["prompt_tokens"]) << i;
+  }
   EXPECT_TRUE(j["summary_by_temp"].contains("0"));
 
   std::ifstream csv(out_ / "results.csv");

@@ -132,6 +132,11 @@ json RowJson(const BenchRow& r) {
             {"e2e_speedup", Opt(r.e2e_speedup)},
             {"oracle_fraction", Opt(r.oracle_fraction)}});
   if (!r.text.empty()) j["output"] = r.text;
+  // --save-outputs: the tokens, so retrieval can be replayed offline (bench/replay_retrieval).
+  if (!r.prompts.empty()) {
+    j["prompt_tokens"] = r.prompts;
+    j["output_tokens"] = r.outputs;
+  }
   if (r.config.is_peer()) {
     j["peer"] = true;
     j["error"] = r.error.empty() ? json(nullptr) : json(r.error);

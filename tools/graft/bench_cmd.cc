@@ -383,7 +383,7 @@ void AddBenchCommand(CLI::App& app, std::function<int()>* run) {
                 "prompts cut to 512 tokens (flags given explicitly win)");
   sub->add_option("--system", f.system, "system message (chat template)");
   sub->add_flag("--raw", f.raw, "no chat template: BOS + text, turns joined by blank lines");
-  sub->add_flag("--save-outputs", f.save_outputs, "store each output's text in results.json");
+  sub->add_flag("--save-outputs", f.save_outputs, "store each output's text, and the prompt and output tokens, in results.json");
   sub->add_flag("--no-plots", f.no_plots, "do not run scripts/plot_bench.py at the end");
   sub->add_option("-o,--out", f.out, "output folder (default: bench-<UTC date-time>)");
   // Decoding knobs shared with `graft generate` (method, budget and temperature are lists here).

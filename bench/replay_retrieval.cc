@@ -1,0 +1,170 @@
+// Replays graft's retrieval-only step policy on recorded greedy outputs, without a
+// model: `graft bench --save-outputs` stores each prompt's tokens and ar's output,
+// and under greedy verification a proposed node is accepted exactly when its path
+// spells the recorded output. So tau, rows per pass and the modelled speedup of a
+// retrieval policy can be measured in milliseconds, for studying what the request
+// index finds (issue 9, requirement 4). Not a substitute for `graft bench`: the
+// next-token table (it needs the target's logits) and the draft model are left out.
+//
+//   replay_retrieval --profile ~/.cache/graft/profiles/X.json [--budget 16] results.json...
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/cost_model.h"
+#include "graft/calibration.h"
+#include "graft/graft.h"
+#include "graft/prune.h"
+#include "graft/retrieval_suffix.h"
+#include "graft/tree.h"
+#include "graft/verify.h"
+
+namespace {
+
+using graft::Token;
+using nlohmann::json;
+
+struct Totals {
+  int64_t tokens = 0, passes = 0, rows = 0;
+  double ms = 0, ar_ms = 0;
+};
+
+struct Replayer {
+  graft::CostModel cost;
+  int32_t budget = 16;
+  bool fixed = false;  // keep every grafted node (no cost-based size)
+  graft::Calibration calibration;
+  graft::RetrievalOptions retrieval;
+  graft::HistoryIndex history;
+
+  // One turn: prompt, then the recorded output, step by step.
+  void Turn(const std::vector<Token>& prompt, const std::vector<Token>& out, Totals* t) {
+    graft::RequestRetriever request(retrieval, &history);
+    request.Reset(prompt);
+    std::vector<Token> committed = prompt;
+    size_t i = 0;
+    while (i < out.size()) {
+      graft::TokenTree tree;
+      tree.Reset(committed.back());
+      Propose(committed, &request, &tree);
+      const graft::VerifyResult vr = graft::VerifyGreedy(
+          tree, [&](int32_t node) { return i + tree.depth[node] < out.size() ? out[i + tree.depth[node]] : -2; });
+      graft::RecordOutcome(tree, vr, &calibration);
+      std::vector<Token> emitted = vr.CommittedTokens(tree);
+      if (emitted.back() == -2) emitted.pop_back();  // past the recorded end
+      t->tokens += static_cast<int64_t>(emitted.size());
+      t->passes += 1;
+      t->rows += tree.size();
+      t->ms += cost.VerifyMs(tree.size());
+      t->ar_ms += cost.VerifyMs(1) * static_cast<double>(emitted.size());
+      request.Append(emitted);
+      committed.insert(committed.end(), emitted.begin(), emitted.end());
+      i += emitted.size();
+    }
+    history.AddOutput(out);
+  }
+
+  // GraftProposer's retrieval-only path: the request index (merged with the history)
+  // under the root, grafted by calibrated acceptance, then the best size by cost.
+  void Propose(const std::vector<Token>& committed, graft::RequestRetriever* request, graft::TokenTree* tree) {
+    graft::CandidateTrie trie;
+    const size_t from = committed.size() > 64 ? committed.size() - 64 : 0;
+    request->Query(graft::TokenSpan(committed).subspan(from), budget - 1, &trie);
+    if (trie.empty()) return;
+    graft::GraftOptions go;
+    go.min_accept_prob = 0.05f;
+    go.max_depth = 16;
+    graft::Graft(tree, 0, trie, graft::Source::kRequest, budget, calibration, go);
+    if (tree->size() <= 1 || fixed) return;
+    const std::vector<double> acc = graft::PathAcceptance(*tree, calibration);
+    std::vector<double> sorted(acc.begin() + 1, acc.end());
+    std::stable_sort(sorted.begin(), sorted.end(), std::greater<>());
+    const int32_t n_best = cost.BestSize(sorted, 0, budget);
+    if (n_best >= tree->size()) return;
+    graft::PruneOptions keep;
+    keep.min_accept_prob = 0.0f;
+    keep.max_depth = 1 << 30;
+    keep.max_nodes = n_best;
+    *tree = graft::Prune(*tree, keep, calibration, nullptr);
+  }
+};
+
+std::vector<double> Curve(const json& j) {
+  std::vector<double> v;
+  for (const auto& x : j) v.push_back(x.get<double>());
+  return v;
+}
+
+json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    throw std::runtime_error(path + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+int Run(int argc, char** argv) {
+  std::string profile;
+  int32_t budget = 16;
+  bool fixed = false;
+  double scale_prior = 0.5;  // the engine's CalibrationOptions::source_scale_prior
+  float alpha = 1.0f;        // RetrievalOptions::confidence_alpha
+  double explore = 2.0;      // CalibrationOptions::explore_strength (the engine's)
+  std::vector<std::string> files;
+  for (int a = 1; a < argc; ++a) {
+    const std::string arg = argv[a];
+    if (arg == "--profile" && a + 1 < argc) profile = argv[++a];
+    else if (arg == "--budget" && a + 1 < argc) budget = std::stoi(argv[++a]);
+    else if (arg == "--fixed") fixed = true;
+    else if (arg == "--scale-prior" && a + 1 < argc) scale_prior = std::stod(argv[++a]);
+    else if (arg == "--alpha" && a + 1 < argc) alpha = std::stof(argv[++a]);
+    else if (arg == "--explore" && a + 1 < argc) explore = std::stod(argv[++a]);
+    else files.push_back(arg);
+  }
+  if (profile.empty() || files.empty() || budget < 1 || budget > 256) {
+    std::fprintf(stderr, "usage: replay_retrieval --profile PROFILE.json [--budget N] results.json...\n");
+    return 2;
+  }
+  json pj = ReadJson(profile);
+  Replayer r{graft::CostModel(Curve(pj.at("verify_ms")), {}), budget, fixed,
+              graft::Calibration(graft::CalibrationOptions{.source_scale_prior = scale_prior, .explore_strength = explore})};
+  r.retrieval.confidence_alpha = alpha;
+  std::printf("%-28s %6s %6s %6s %8s\n", "prompt", "tokens", "tau", "rows", "speedup");
+  Totals all;
+  for (const std::string& f : files) {
+    const json rj = ReadJson(f);
+    for (const json& row : rj.at("rows")) {
+      if (!row.contains("prompt_tokens") || row.at("config") != "ar") continue;
+      Totals t;
+      const auto prompts = row.at("prompt_tokens").get<std::vector<std::vector<Token>>>();
+      const auto outs = row.at("output_tokens").get<std::vector<std::vector<Token>>>();
+      for (size_t k = 0; k < prompts.size() && k < outs.size(); ++k) r.Turn(prompts[k], outs[k], &t);
+      std::printf("%-28s %6lld %6.2f %6.1f %7.2fx\n",
+                  (row.at("category").get<std::string>() + "/" + row.at("prompt_id").get<std::string>()).c_str(),
+                  static_cast<long long>(t.tokens), double(t.tokens) / t.passes, double(t.rows) / t.passes,
+                  t.ar_ms / t.ms);
+      all.tokens += t.tokens, all.passes += t.passes, all.rows += t.rows, all.ms += t.ms, all.ar_ms += t.ar_ms;
+    }
+  }
+  std::printf("%-28s %6lld %6.2f %6.1f %7.2fx\n", "all", static_cast<long long>(all.tokens),
+              double(all.tokens) / all.passes, double(all.rows) / all.passes, all.ar_ms / all.ms);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "replay_retrieval: %s\n", e.what());
+    return 1;
+  }
+}
