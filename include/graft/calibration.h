@@ -27,6 +27,10 @@ struct CalibrationOptions {
   // sources over-promise (suffix trees: raw ~0.8, accepted 16-46% on chat prompts),
   // and on a CPU every verified node that fails costs real time.
   double source_scale_prior = 1.0;
+  // Optimism for untried cells: a coarse cell's prior is centred on the raw confidence
+  // (not below it) while it has few trials, and moves to the source-scaled centre as
+  // its own trials reach `explore_strength`. 0 = always the scaled centre.
+  double explore_strength = 0.0;
 };
 
 // What an edge's confidence means differs per source (a draft model's softmax, a

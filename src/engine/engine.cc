@@ -19,7 +19,11 @@ EngineState::EngineState(const Model& t, const Model* d, const EngineConfig& c)
       config(c),
       history(HistoryOptions{c.history_tokens, {}}),
       recycle(t.n_vocab()),
-      calibration(CalibrationOptions{.source_scale_prior = 0.5}),
+      // Cautious about a source's stated confidence, but optimistic about cells never
+      // tried: measured by replaying recorded outputs (bench/replay_retrieval), a
+      // scale learnt on failing short matches otherwise kept long copies unproposed
+      // on machines whose 2-row pass costs 1.7x a 1-row one (graft = ar there).
+      calibration(CalibrationOptions{.source_scale_prior = 0.5, .explore_strength = 2.0}),
       request(RetrievalOptions{}, &history) {}
 
 const CostModel& EngineState::Costs(double* calibrate_ms) {

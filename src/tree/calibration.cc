@@ -55,7 +55,13 @@ double Calibration::Estimate(Source source, float edge_prob, int depth) const {
   const Cell& f = fine_[FineIndex(s, c, d)];
   const double k0 = std::max(options_.prior_strength, 1e-9);
   const double k1 = std::max(options_.backoff_strength, 1e-9);
-  const double centre = std::min(1.0, ClampProb(edge_prob) * SourceScale(s));
+  // An untried cell starts at the source's own confidence and moves to the scaled one
+  // as it is tried: the scale learnt on other cells (short, common matches) must not
+  // lock out a cell that was never tested (long matches), or it would never be.
+  const double face = ClampProb(edge_prob);
+  const double scaled = std::min(1.0, face * SourceScale(s));
+  const double ke = options_.explore_strength;
+  const double centre = ke > 0 ? (ke * std::max(face, scaled) + k.trials * scaled) / (ke + k.trials) : scaled;
   const double coarse = (k0 * centre + k.accepts) / (k0 + k.trials);
   const double fine = (k1 * coarse + f.accepts) / (k1 + f.trials);
   return std::clamp(fine, 0.0, 1.0);

@@ -35,6 +35,38 @@ TEST(CalibrationTest, StartsAtRawConfidence) {
   EXPECT_DOUBLE_EQ(c.Estimate(Source::kRoot, 0.1f, 0), 1.0);
 }
 
+// A source whose short, common matches fail gets a low scale; with explore_strength
+// that scale must not lock out its never-tried long matches (they would never be
+// proposed, so never tested): an untried cell starts at its raw confidence and only
+// its own trials move it.
+TEST(CalibrationTest, UntriedCellsAreNotLockedOutByTheSourceScale) {
+  const CalibrationOptions cautious{.source_scale_prior = 0.5};
+  CalibrationOptions explore = cautious;
+  explore.explore_strength = 2.0;
+  Calibration plain(cautious), optimist(explore);
+  for (Calibration* c : {&plain, &optimist}) {
+    for (int i = 0; i < 200; ++i) c->Record(Source::kRequest, 0.5f, 1, i % 10 == 0);  // 10% of 0.5
+  }
+  // The tried cell follows its data either way.
+  EXPECT_NEAR(plain.Estimate(Source::kRequest, 0.5f, 1), 0.1, 0.02);
+  EXPECT_NEAR(optimist.Estimate(Source::kRequest, 0.5f, 1), 0.1, 0.02);
+  // The untried 0.95 cell: scaled down to ~0.2 without exploration, its face value with.
+  EXPECT_LT(plain.Estimate(Source::kRequest, 0.95f, 1), 0.25);
+  EXPECT_NEAR(optimist.Estimate(Source::kRequest, 0.95f, 1), 0.95, 1e-6);
+  // Its own failures bring it down like any other cell's.
+  for (int i = 0; i < 20; ++i) optimist.Record(Source::kRequest, 0.95f, 1, false);
+  EXPECT_LT(optimist.Estimate(Source::kRequest, 0.95f, 1), 0.1);
+  // Its successes keep it up.
+  Calibration good(explore);
+  for (int i = 0; i < 200; ++i) good.Record(Source::kRequest, 0.5f, 1, false);
+  for (int i = 0; i < 20; ++i) good.Record(Source::kRequest, 0.95f, 1, true);
+  EXPECT_GT(good.Estimate(Source::kRequest, 0.95f, 1), 0.8);
+  // A source that under-promises (scale > 1) is not held back by the optimism either.
+  Calibration modest(explore);
+  for (int i = 0; i < 50; ++i) modest.Record(Source::kRecycle, 0.3f, 1, true);
+  EXPECT_GT(modest.Estimate(Source::kRecycle, 0.45f, 1), 0.45);
+}
+
 TEST(CalibrationTest, MovesTowardsObservedRate) {
   Calibration c;
   std::mt19937_64 rng(7);
