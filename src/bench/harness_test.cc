@@ -244,7 +244,9 @@ TEST_F(HarnessTest, EndToEndFilesSummaryAndIdentities) {
     ASSERT_EQ(r["prompt_tokens"].size(), static_cast<size_t>(h.rows()[i].turns)) << i;
     EXPECT_FALSE(r["prompt_tokens"][0].empty()) << i;
     const auto [it, first] = prompt_of.emplace(h.rows()[i].prompt_index, r["prompt_tokens"]);
-    if (!first) EXPECT_EQ(it->second, r["prompt_tokens"]) << i;
+    if (!first) {
+      EXPECT_EQ(it->second, r["prompt_tokens"]) << i;
+    }
   }
   EXPECT_TRUE(j["summary_by_temp"].contains("0"));
 
