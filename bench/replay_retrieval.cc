@@ -7,6 +7,11 @@
 // next-token table (it needs the target's logits) and the draft model are left out.
 //
 //   replay_retrieval --profile ~/.cache/graft/profiles/X.json [--budget 16] results.json...
+// --by-copy groups the steps by how far the true continuation could have been copied
+// from the prompt and output so far, and shows what the retriever offered and what the
+// policy kept; --fresh starts every prompt with a fresh engine (calibration, history);
+// --trace ID prints every step of one prompt.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
@@ -34,13 +39,52 @@ struct Totals {
   double ms = 0, ar_ms = 0;
 };
 
+// Steps grouped by how far the true continuation could be copied from the request
+// (`--by-copy`): what the policy made of each kind of step.
+constexpr int kCopyBins = 6;  // copyable prefix 0, 1, 2-3, 4-7, 8-15, 16
+int CopyBin(int32_t l) { return l == 0 ? 0 : l == 1 ? 1 : l < 4 ? 2 : l < 8 ? 3 : l < 16 ? 4 : 5; }
+struct CopyStats {
+  int64_t steps[kCopyBins] = {}, accepted[kCopyBins] = {}, rows[kCopyBins] = {}, copyable[kCopyBins] = {};
+  int64_t in_trie[kCopyBins] = {};  // the longest correct path the retriever offered
+};
+
+// How many tokens of out[i..] the trie spells from its implicit root.
+int32_t CorrectDepth(const graft::CandidateTrie& trie, const std::vector<Token>& out, size_t i) {
+  int32_t node = -1, depth = 0;
+  for (bool found = true; found && i + depth < out.size();) {
+    found = false;
+    for (int32_t k = 0; k < trie.size(); ++k) {
+      if (trie.parent[k] == node && trie.token[k] == out[i + depth]) {
+        node = k, ++depth, found = true;
+        break;
+      }
+    }
+  }
+  return depth;
+}
+
+// The longest prefix (at most 16) of out[i..] that occurs anywhere in `text`. O(|text| * 16).
+int32_t CopyablePrefix(const std::vector<Token>& text, const std::vector<Token>& out, size_t i) {
+  const size_t want = std::min<size_t>(16, out.size() - i);
+  int32_t best = 0;
+  for (size_t s = 0; s < text.size() && static_cast<size_t>(best) < want; ++s) {
+    size_t l = 0;
+    while (l < want && s + l < text.size() && text[s + l] == out[i + l]) ++l;
+    best = std::max<int32_t>(best, static_cast<int32_t>(l));
+  }
+  return best;
+}
+
 struct Replayer {
   graft::CostModel cost;
   int32_t budget = 16;
   bool fixed = false;  // keep every grafted node (no cost-based size)
   graft::Calibration calibration;
   graft::RetrievalOptions retrieval;
-  graft::HistoryIndex history;
+  graft::HistoryIndex history{graft::HistoryOptions{}};
+  CopyStats* copy = nullptr;  // --by-copy
+  bool trace = false;          // print every step of this prompt
+  graft::CandidateTrie trie_;  // the last step's retrieved candidates
 
   // One turn: prompt, then the recorded output, step by step.
   void Turn(const std::vector<Token>& prompt, const std::vector<Token>& out, Totals* t) {
@@ -57,6 +101,22 @@ struct Replayer {
       graft::RecordOutcome(tree, vr, &calibration);
       std::vector<Token> emitted = vr.CommittedTokens(tree);
       if (emitted.back() == -2) emitted.pop_back();  // past the recorded end
+      if (trace) {  // each node as parent:confidence(calibrated path acceptance)
+        const std::vector<double> a = graft::PathAcceptance(tree, calibration);
+        std::printf("  step at %zu: rows %d accepted %zu copyable %d |", i, tree.size(), emitted.size() - 1,
+                    CopyablePrefix(committed, out, i));
+        for (int32_t k = 1; k < tree.size(); ++k) std::printf(" %d:%.2f(%.2f)", tree.parent[k], tree.prob[k], a[k]);
+        std::printf("\n");
+      }
+      if (copy != nullptr) {
+        const int32_t l = CopyablePrefix(committed, out, i);
+        const int b = CopyBin(l);
+        copy->steps[b] += 1;
+        copy->accepted[b] += static_cast<int64_t>(emitted.size()) - 1;
+        copy->rows[b] += tree.size();
+        copy->copyable[b] += l;
+        copy->in_trie[b] += CorrectDepth(trie_, out, i);
+      }
       t->tokens += static_cast<int64_t>(emitted.size());
       t->passes += 1;
       t->rows += tree.size();
@@ -72,7 +132,7 @@ struct Replayer {
   // GraftProposer's retrieval-only path: the request index (merged with the history)
   // under the root, grafted by calibrated acceptance, then the best size by cost.
   void Propose(const std::vector<Token>& committed, graft::RequestRetriever* request, graft::TokenTree* tree) {
-    graft::CandidateTrie trie;
+    graft::CandidateTrie& trie = trie_;
     const size_t from = committed.size() > 64 ? committed.size() - 64 : 0;
     request->Query(graft::TokenSpan(committed).subspan(from), budget - 1, &trie);
     if (trie.empty()) return;
@@ -119,6 +179,9 @@ int Run(int argc, char** argv) {
   double scale_prior = 0.5;  // the engine's CalibrationOptions::source_scale_prior
   float alpha = 1.0f;        // RetrievalOptions::confidence_alpha
   double explore = 2.0;      // CalibrationOptions::explore_strength (the engine's)
+  bool by_copy = false;
+  bool fresh = false;  // every prompt starts with a fresh calibration and history
+  std::string trace;  // a prompt id whose steps are printed
   std::vector<std::string> files;
   for (int a = 1; a < argc; ++a) {
     const std::string arg = argv[a];
@@ -128,16 +191,21 @@ int Run(int argc, char** argv) {
     else if (arg == "--scale-prior" && a + 1 < argc) scale_prior = std::stod(argv[++a]);
     else if (arg == "--alpha" && a + 1 < argc) alpha = std::stof(argv[++a]);
     else if (arg == "--explore" && a + 1 < argc) explore = std::stod(argv[++a]);
+    else if (arg == "--by-copy") by_copy = true;
+    else if (arg == "--fresh") fresh = true;
+    else if (arg == "--trace" && a + 1 < argc) trace = argv[++a];
     else files.push_back(arg);
   }
   if (profile.empty() || files.empty() || budget < 1 || budget > 256) {
-    std::fprintf(stderr, "usage: replay_retrieval --profile PROFILE.json [--budget N] results.json...\n");
+    std::fprintf(stderr, "usage: replay_retrieval --profile PROFILE.json [--budget N] [--fixed] [--scale-prior X] [--alpha X] [--explore X] [--by-copy] [--fresh] [--trace PROMPT_ID] results.json...\n");
     return 2;
   }
   json pj = ReadJson(profile);
   Replayer r{graft::CostModel(Curve(pj.at("verify_ms")), {}), budget, fixed,
               graft::Calibration(graft::CalibrationOptions{.source_scale_prior = scale_prior, .explore_strength = explore})};
   r.retrieval.confidence_alpha = alpha;
+  CopyStats copy;
+  if (by_copy) r.copy = &copy;
   std::printf("%-28s %6s %6s %6s %8s\n", "prompt", "tokens", "tau", "rows", "speedup");
   Totals all;
   for (const std::string& f : files) {
@@ -145,6 +213,11 @@ int Run(int argc, char** argv) {
     for (const json& row : rj.at("rows")) {
       if (!row.contains("prompt_tokens") || row.at("config") != "ar") continue;
       Totals t;
+      if (fresh) {
+        r.calibration.Clear();
+        r.history.Clear();
+      }
+      r.trace = row.at("prompt_id").get<std::string>() == trace;
       const auto prompts = row.at("prompt_tokens").get<std::vector<std::vector<Token>>>();
       const auto outs = row.at("output_tokens").get<std::vector<std::vector<Token>>>();
       for (size_t k = 0; k < prompts.size() && k < outs.size(); ++k) r.Turn(prompts[k], outs[k], &t);
@@ -157,6 +230,15 @@ int Run(int argc, char** argv) {
   }
   std::printf("%-28s %6lld %6.2f %6.1f %7.2fx\n", "all", static_cast<long long>(all.tokens),
               double(all.tokens) / all.passes, double(all.rows) / all.passes, all.ar_ms / all.ms);
+  if (by_copy) {
+    static const char* kBin[kCopyBins] = {"0", "1", "2-3", "4-7", "8-15", "16"};
+    std::printf("\n%-10s %6s %9s %9s %9s %6s\n", "copyable", "steps", "copyable", "in trie", "accepted", "rows");
+    for (int b = 0; b < kCopyBins; ++b) {
+      const double n = std::max<int64_t>(copy.steps[b], 1);
+      std::printf("%-10s %6lld %9.2f %9.2f %9.2f %6.2f\n", kBin[b], static_cast<long long>(copy.steps[b]),
+                  copy.copyable[b] / n, copy.in_trie[b] / n, copy.accepted[b] / n, copy.rows[b] / n);
+    }
+  }
   return 0;
 }
 

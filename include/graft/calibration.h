@@ -106,7 +106,11 @@ class Calibration {
 };
 
 // a(node) for every node: the product of calibrated edge acceptance along the path
-// root..node (root = 1). Non-increasing along every path. O(n).
+// root..node (root = 1). Siblings carry distinct tokens, so at most one of them is
+// accepted: a node's edge is min(Estimate, 1 - the edges of its earlier siblings, in
+// index order), and a node's children never share more than one unit. (Without this,
+// two sources that propose different tokens at 0.8 each would promise 1.6 tokens.)
+// Non-increasing along every path. O(n).
 std::vector<double> PathAcceptance(const TokenTree& tree, const Calibration& calibration);
 
 // Expected number of accepted proposals of `tree` = sum over non-root nodes of a(node)

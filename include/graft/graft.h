@@ -29,8 +29,10 @@ struct GraftRequest {
 // Global greedy fill. Expected accepted length = sum over nodes of P(node accepted),
 // so each free slot goes to the frontier candidate (one whose parent is already in the
 // tree) with the highest estimated path acceptance
-//   gain = a(tree parent) * Calibration::Estimate(source, candidate prob, tree depth),
-// across all requests (a max-heap; ties to the lower request index, then lower trie
+//   gain = a(tree parent) * min(Calibration::Estimate(source, candidate prob, tree depth),
+//                               1 - edges of the parent's children so far)
+// (siblings are exclusive, as in PathAcceptance; a candidate whose room shrank while it
+// waited is requeued at its lowered gain), across all requests (a max-heap; ties to the lower request index, then lower trie
 // index). A candidate whose token equals an existing child of its tree parent is merged
 // into it: no slot spent, and its trie children become candidates under that child
 // (whose a is raised to the candidate's estimate if that is higher).

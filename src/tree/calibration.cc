@@ -99,9 +99,15 @@ void Calibration::Clear() {
 
 std::vector<double> PathAcceptance(const TokenTree& tree, const Calibration& calibration) {
   std::vector<double> a(tree.token.size(), 1.0);
+  // Siblings carry distinct tokens, so at most one of them is accepted: each edge gets
+  // at most the probability mass its earlier siblings left (index order).
+  std::vector<double> mass(tree.token.size(), 0.0);  // edge estimates of a node's children so far
   for (int32_t i = 1; i < tree.size(); ++i) {
-    a[i] = a[tree.parent[i]] *
-           calibration.Estimate(tree.source[i], tree.prob[i], tree.depth[i]);
+    const int32_t p = tree.parent[i];
+    const double edge = std::min(calibration.Estimate(tree.source[i], tree.prob[i], tree.depth[i]),
+                                 std::max(0.0, 1.0 - mass[p]));
+    mass[p] += edge;
+    a[i] = a[p] * edge;
   }
   return a;
 }

@@ -126,6 +126,26 @@ TEST(CalibrationTest, DecayAndClear) {
   EXPECT_DOUBLE_EQ(c.SourceTrials(Source::kPld), 0.0);
 }
 
+// At most one child of a node is accepted (siblings carry distinct tokens), so the
+// children's edge estimates share one unit: each gets at most what the earlier ones left.
+TEST(CalibrationTest, SiblingsShareOneUnitOfMass) {
+  Calibration c;  // no data: estimates are the raw confidences
+  TokenTree t;
+  t.Reset(0);
+  const int32_t x = t.Add(0, 1, 0.8f, Source::kRequest);
+  const int32_t y = t.Add(0, 2, 0.8f, Source::kRecycle);
+  const int32_t z = t.Add(0, 3, 0.5f, Source::kDraft);
+  const int32_t w = t.Add(y, 4, 0.5f, Source::kRequest);
+  const int32_t v = t.Add(x, 5, 0.5f, Source::kRequest);
+  const auto a = PathAcceptance(t, c);
+  EXPECT_NEAR(a[x], 0.8, 1e-6);
+  EXPECT_NEAR(a[y], 0.2, 1e-6);
+  EXPECT_NEAR(a[z], 0.0, 1e-6);
+  EXPECT_NEAR(a[w], 0.1, 1e-6);
+  EXPECT_NEAR(a[v], 0.4, 1e-6);
+  EXPECT_NEAR(ExpectedAcceptedLength(t, c), 1.5, 1e-6);
+}
+
 TEST(CalibrationTest, PathAcceptanceIsProductAndNonIncreasing) {
   std::mt19937_64 rng(99);
   Calibration c;
@@ -137,11 +157,16 @@ TEST(CalibrationTest, PathAcceptanceIsProductAndNonIncreasing) {
     const auto a = PathAcceptance(t, c);
     ASSERT_EQ(a.size(), static_cast<size_t>(t.size()));
     EXPECT_DOUBLE_EQ(a[0], 1.0);
+    std::vector<double> mass(t.size(), 0.0);  // children's edges so far
     for (int32_t i = 1; i < t.size(); ++i) {
-      EXPECT_LE(a[i], a[t.parent[i]]);
+      const int32_t p = t.parent[i];
+      EXPECT_LE(a[i], a[p]);
       EXPECT_GE(a[i], 0.0);
-      EXPECT_NEAR(a[i], a[t.parent[i]] * c.Estimate(t.source[i], t.prob[i], t.depth[i]), 1e-12);
+      const double edge = std::min(c.Estimate(t.source[i], t.prob[i], t.depth[i]), std::max(0.0, 1.0 - mass[p]));
+      mass[p] += edge;
+      EXPECT_NEAR(a[i], a[p] * edge, 1e-12);
     }
+    for (int32_t i = 0; i < t.size(); ++i) EXPECT_LE(mass[i], 1.0 + 1e-12);
     double sum = 0;
     for (size_t i = 1; i < a.size(); ++i) sum += a[i];
     EXPECT_NEAR(ExpectedAcceptedLength(t, c), sum, 1e-9);

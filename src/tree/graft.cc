@@ -1,6 +1,7 @@
 // Graft: global greedy fill of free slots with retrieved candidates.
 #include "graft/graft.h"
 
+#include <algorithm>
 #include <queue>
 #include <stdexcept>
 #include <string>
@@ -40,6 +41,14 @@ int32_t GraftMany(TokenTree* tree, std::span<const GraftRequest> requests, int32
   const int32_t n0 = tree->size();
   // acc[i]: estimated P(node i accepted); raised on merges, grows with added nodes.
   std::vector<double> acc = PathAcceptance(*tree, calibration);
+  // mass[i]: the edge estimates of node i's children so far. Siblings are exclusive
+  // (distinct tokens, one of them at most is accepted), so a new child gets at most
+  // 1 - mass[parent] (as in PathAcceptance).
+  std::vector<double> mass(static_cast<size_t>(n0), 0.0);
+  for (int32_t i = 1; i < n0; ++i) {
+    const int32_t p = tree->parent[i];
+    if (acc[p] > 0) mass[p] += acc[i] / acc[p];
+  }
   // (parent, token) -> child, for O(1) merge checks.
   std::unordered_map<uint64_t, int32_t> child_of;
   child_of.reserve(static_cast<size_t>(n0) * 2);
@@ -90,14 +99,27 @@ int32_t GraftMany(TokenTree* tree, std::span<const GraftRequest> requests, int32
     const auto it = child_of.find(ChildKey(f.tree_parent, t));
     if (it != child_of.end()) {  // merge: free, descend into the existing child
       const int32_t node = it->second;
-      if (f.gain > acc[node]) acc[node] = f.gain;
+      if (f.gain > acc[node]) {
+        if (acc[f.tree_parent] > 0) mass[f.tree_parent] += (f.gain - acc[node]) / acc[f.tree_parent];
+        acc[node] = f.gain;
+      }
       push_children(f.request, f.trie_node, node);
       continue;
     }
     if (tree->size() >= budget) break;  // merges need no slot, but nothing below them could be added
+    // Siblings added since this candidate was queued may have taken its mass: requeue
+    // it at its lowered gain (gains only fall, so the heap order stays valid).
+    const double parent_acc = acc[f.tree_parent];
+    const double room = parent_acc * std::max(0.0, 1.0 - mass[f.tree_parent]);
+    if (f.gain > room + 1e-12) {
+      heap.push(Frontier{room, f.request, f.trie_node, f.tree_parent});
+      continue;
+    }
     if (f.gain < static_cast<double>(options.min_accept_prob)) break;  // heap is sorted: all the rest are lower
     const int32_t node = tree->Add(f.tree_parent, t, trie.prob[f.trie_node], req.source);
     acc.push_back(f.gain);
+    mass.push_back(0.0);
+    if (parent_acc > 0) mass[f.tree_parent] += f.gain / parent_acc;
     child_of.emplace(ChildKey(f.tree_parent, t), node);
     ++added;
     push_children(f.request, f.trie_node, node);

@@ -52,10 +52,10 @@ TEST(GraftTest, MergesExistingChildAndRespectsBudget) {
 TEST(GraftTest, GlobalPriorityAcrossTries) {
   TokenTree t;
   t.Reset(0);
-  const int32_t x = t.Add(0, 1, 0.3f, Source::kDraft);
+  const int32_t x = t.Add(0, 1, 0.05f, Source::kDraft);  // leaves the root's other children 0.95
   CandidateTrie low, high;
   low.Add(-1, 5, 0.9f);   // under root: gain 0.9
-  high.Add(-1, 6, 0.9f);  // under x: gain 0.3 * 0.9 = 0.27
+  high.Add(-1, 6, 0.9f);  // under x: gain 0.05 * 0.9 = 0.045
   const int32_t h = low.Add(0, 7, 0.95f);  // chain under low: 0.9 * 0.95 = 0.855
   (void)h;
   Calibration cal;
@@ -68,10 +68,42 @@ TEST(GraftTest, GlobalPriorityAcrossTries) {
   // min_accept_prob stops low-value fills even with free slots.
   TokenTree u;
   u.Reset(0);
-  u.Add(0, 1, 0.3f, Source::kDraft);
+  u.Add(0, 1, 0.05f, Source::kDraft);
   GraftOptions o;
   o.min_accept_prob = 0.88f;
   EXPECT_EQ(GraftMany(&u, reqs, 100, cal, o), 1);
+}
+
+// Siblings carry distinct tokens, so at most one is accepted: two sources that each
+// promise 0.9 for different next tokens cannot both be worth 0.9. The second gets the
+// mass the first left (0.1), so the first source's second token wins the slot.
+TEST(GraftTest, SiblingsShareTheirParentsMass) {
+  CandidateTrie a, b;
+  const int32_t a1 = a.Add(-1, 5, 0.9f);
+  a.Add(a1, 6, 0.9f);  // gain 0.81
+  b.Add(-1, 7, 0.9f);  // gain 0.9 on its own, 0.1 beside token 5
+  Calibration cal;
+  const GraftRequest reqs[] = {{0, &a, Source::kRequest}, {0, &b, Source::kRecycle}};
+  TokenTree t;
+  t.Reset(0);
+  EXPECT_EQ(GraftMany(&t, reqs, 3, cal), 2);
+  EXPECT_EQ(t.Validate(), "");
+  EXPECT_GE(t.FindChild(t.FindChild(0, 5), 6), 0);
+  EXPECT_EQ(t.FindChild(0, 7), -1);
+  // With room for all three, token 7 joins last, at the mass left.
+  TokenTree u;
+  u.Reset(0);
+  EXPECT_EQ(GraftMany(&u, reqs, 4, cal), 3);
+  EXPECT_EQ(u.token[3], 7);
+  const std::vector<double> acc = PathAcceptance(u, cal);
+  EXPECT_NEAR(acc[u.FindChild(0, 7)], 0.1, 1e-6);
+  // The floor sees the lowered gain: at 0.2 the 0.1 sibling stays out.
+  TokenTree v;
+  v.Reset(0);
+  GraftOptions o;
+  o.min_accept_prob = 0.2f;
+  EXPECT_EQ(GraftMany(&v, reqs, 100, cal, o), 2);
+  EXPECT_EQ(v.FindChild(0, 7), -1);
 }
 
 TEST(GraftTest, DuplicateSiblingsInsideTrieMerge) {
