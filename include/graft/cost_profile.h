@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,10 +45,25 @@ std::string CostProfileKey(const Model& target, const Model* draft, const CostPr
 std::string CostProfilePath(const std::string& key, const CostProfileOptions& options);
 
 // Times passes over random trees of 1..max_rows nodes on a scratch context of each
-// model (median of `repeats`, after a warm-up), rounded to 1 us. About
-// repeats x (sum of the pass times): 41 s for the default 1.5B + 0.5B pair on a
+// model (median of `repeats`, after a warm-up; see MedianCurves), rounded to 1 us.
+// About repeats x (sum of the pass times): 41 s for the default 1.5B + 0.5B pair on a
 // 2-core Xeon (the target alone ~30 s).
 CostProfile MeasureCostProfile(const Model& target, const Model* draft, const CostProfileOptions& options);
+
+// One curve to measure: `time_pass(n)` runs one pass over n rows and returns its ms.
+struct CurveSampler {
+  int32_t max_rows = 0;
+  std::function<double(int32_t n)> time_pass;
+};
+
+// The median of `repeats` timings of every size 1..max_rows of every curve, rounded
+// to 1 us and at least 1 us; result[c][n] for curves[c], [0] = 0. The timings are
+// taken in rounds, each round every size of every curve once, so that a slow spell of
+// the machine (a neighbour on a shared VM; these machines drift by 1.5x over minutes)
+// lands on one sample of many sizes, which the median drops, rather than on every
+// sample of a few sizes (a bent curve, cached for good), and the target and draft
+// curves see the same machine.
+std::vector<std::vector<double>> MedianCurves(const std::vector<CurveSampler>& curves, int32_t repeats);
 
 // Writes `profile` atomically (temporary file, then rename) to CostProfilePath.
 // Throws graft::Error naming the file when it cannot.

@@ -54,50 +54,58 @@ std::string Today() {
   return buf;
 }
 
-// Median ms of one pass over a random tree of each size 1..max_rows, on a scratch
-// context holding `prefix` random tokens. Rounded to 1 us so the values survive the
-// JSON round trip exactly.
-std::vector<double> MeasureCurve(const Model& model, int32_t max_rows, const CostProfileOptions& o) {
-  ContextOptions co;
-  co.n_ctx = o.prefix + max_rows + 16;
-  co.n_threads = o.n_threads;
-  co.n_seq_max = std::clamp(max_rows, 1, 256);
-  co.max_tree = max_rows;
-  Context ctx(model, co);
-  Rng rng(12345);
-  auto random_token = [&] { return static_cast<Token>(rng.Next() % model.n_vocab()); };
-  std::vector<Token> prefix(o.prefix);
-  for (Token& t : prefix) t = random_token();
-  ctx.Prefill(prefix, false);
-  const int32_t base = ctx.n_past();
-  auto time_pass = [&](int32_t n) {
+// Times passes over random trees on a scratch context of `model` holding `prefix`
+// random tokens; every pass is rolled back, so the cache does not grow.
+class PassTimer {
+ public:
+  PassTimer(const Model& model, int32_t max_rows, const CostProfileOptions& o)
+      : model_(model), ctx_(model, Options(max_rows, o)), rng_(12345) {
+    std::vector<Token> prefix(o.prefix);
+    for (Token& t : prefix) t = RandomToken();
+    ctx_.Prefill(prefix, false);
+    base_ = ctx_.n_past();
+    // Warm-up: the largest pass sizes the compute buffers once, so no later pass pays
+    // for an allocation; then a 1-row pass.
+    Time(max_rows);
+    Time(1);
+  }
+
+  // ms of one pass over a random tree of n nodes (depth <= 8, like a draft tree).
+  double Time(int32_t n) {
     TokenTree t;
-    t.Reset(random_token());
+    t.Reset(RandomToken());
     while (t.size() < n) {
-      const int32_t p = static_cast<int32_t>(rng.Next() % t.size());
-      const Token x = random_token();
+      const int32_t p = static_cast<int32_t>(rng_.Next() % t.size());
+      const Token x = RandomToken();
       if (t.depth[p] < 8 && t.FindChild(p, x) < 0) t.Add(p, x, 0.5f, Source::kDraft);
     }
     double ms = 0;
     {
       ScopedMs timer(&ms);
-      ctx.EvalTree(t);
-      ctx.Logits(n - 1);  // waits for the pass
+      ctx_.EvalTree(t);
+      ctx_.Logits(n - 1);  // waits for the pass
     }
-    ctx.CommitPath({0});
-    ctx.Truncate(base);
+    ctx_.CommitPath({0});
+    ctx_.Truncate(base_);
     return ms;
-  };
-  time_pass(1);  // warm-up: the first pass pays for allocations
-  std::vector<double> curve(max_rows + 1, 0.0);
-  for (int32_t n = 1; n <= max_rows; ++n) {
-    std::vector<double> ms;
-    for (int32_t r = 0; r < std::max(1, o.repeats); ++r) ms.push_back(time_pass(n));
-    std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
-    curve[n] = std::max(0.001, std::round(ms[ms.size() / 2] * 1000.0) / 1000.0);
   }
-  return curve;
-}
+
+ private:
+  static ContextOptions Options(int32_t max_rows, const CostProfileOptions& o) {
+    ContextOptions co;
+    co.n_ctx = o.prefix + max_rows + 16;
+    co.n_threads = o.n_threads;
+    co.n_seq_max = std::clamp(max_rows, 1, 256);
+    co.max_tree = max_rows;
+    return co;
+  }
+  Token RandomToken() { return static_cast<Token>(rng_.Next() % model_.n_vocab()); }
+
+  const Model& model_;
+  Context ctx_;
+  Rng rng_;
+  int32_t base_ = 0;
+};
 
 std::string DefaultDir() {
   if (const char* d = std::getenv("GRAFT_PROFILE_DIR"); d != nullptr && *d != '\0') return d;
@@ -143,12 +151,40 @@ std::string CostProfilePath(const std::string& key, const CostProfileOptions& o)
   return (fs::path(o.dir.empty() ? DefaultDir() : o.dir) / name).string();
 }
 
+std::vector<std::vector<double>> MedianCurves(const std::vector<CurveSampler>& curves, int32_t repeats) {
+  std::vector<std::vector<std::vector<double>>> samples(curves.size());
+  for (size_t c = 0; c < curves.size(); ++c) samples[c].resize(std::max(0, curves[c].max_rows) + 1);
+  for (int32_t r = 0; r < std::max(1, repeats); ++r) {
+    for (size_t c = 0; c < curves.size(); ++c) {
+      for (int32_t n = 1; n <= curves[c].max_rows; ++n) samples[c][n].push_back(curves[c].time_pass(n));
+    }
+  }
+  std::vector<std::vector<double>> out(curves.size());
+  for (size_t c = 0; c < curves.size(); ++c) {
+    out[c].assign(samples[c].size(), 0.0);
+    for (size_t n = 1; n < samples[c].size(); ++n) {
+      std::vector<double>& ms = samples[c][n];
+      std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+      out[c][n] = std::max(0.001, std::round(ms[ms.size() / 2] * 1000.0) / 1000.0);
+    }
+  }
+  return out;
+}
+
 CostProfile MeasureCostProfile(const Model& target, const Model* draft, const CostProfileOptions& o) {
   if (o.max_rows < 1 || o.max_draft_rows < 1 || o.prefix < 1) throw Error("cost profile sizes must be at least 1");
   CostProfile p;
   p.key = CostProfileKey(target, draft, o);
-  p.verify_ms = MeasureCurve(target, o.max_rows, o);
-  if (draft != nullptr) p.draft_ms = MeasureCurve(*draft, o.max_draft_rows, o);
+  PassTimer target_timer(target, o.max_rows, o);
+  std::optional<PassTimer> draft_timer;
+  std::vector<CurveSampler> curves = {{o.max_rows, [&](int32_t n) { return target_timer.Time(n); }}};
+  if (draft != nullptr) {
+    draft_timer.emplace(*draft, o.max_draft_rows, o);
+    curves.push_back({o.max_draft_rows, [&](int32_t n) { return draft_timer->Time(n); }});
+  }
+  auto measured = MedianCurves(curves, o.repeats);
+  p.verify_ms = std::move(measured[0]);
+  if (draft != nullptr) p.draft_ms = std::move(measured[1]);
   p.measured_at = Today();
   return p;
 }

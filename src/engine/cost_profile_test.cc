@@ -1,6 +1,7 @@
 // The cost profile cache on the tiny model: measured once, then reloaded exactly;
 // a corrupt, foreign or short file is measured again; an unwritable folder still
-// yields a profile.
+// yields a profile. And the measurement's order, on a simulated clock: a slow spell
+// of the machine does not bend the curves.
 #include "graft/cost_profile.h"
 
 #include <gtest/gtest.h>
@@ -91,6 +92,42 @@ TEST_F(CostProfileTest, UnwritableFolderStillGivesAProfile) {
   EXPECT_EQ(p.verify_ms.size(), 9u);
   EXPECT_TRUE(p.draft_ms.empty());
   EXPECT_THROW(SaveCostProfile(p, o), Error);
+}
+
+// A simulated machine: a pass over n rows costs 10 + 3n ms (draft: 4 + n), except
+// during one slow spell, where every pass takes 2.5x as long. The spell is as long as
+// three sizes' worth of samples in a row (what a size-by-size measurement with three
+// repeats spends on one size): measured in rounds, every size still has two good
+// samples of three, so each median is exact and the curves are not bent.
+TEST(MedianCurvesTest, ASlowSpellDoesNotBendTheCurves) {
+  for (int spell_start : {0, 5, 17, 30, 41}) {
+    int calls = 0;
+    auto clock = [&](double ms) {
+      const bool slow = calls >= spell_start && calls < spell_start + 3;
+      ++calls;
+      return slow ? 2.5 * ms : ms;
+    };
+    const std::vector<CurveSampler> curves = {
+        {12, [&](int32_t n) { return clock(10.0 + 3.0 * n); }},
+        {4, [&](int32_t n) { return clock(4.0 + n); }},
+    };
+    const auto got = MedianCurves(curves, 3);
+    EXPECT_EQ(calls, 3 * (12 + 4));
+    ASSERT_EQ(got.size(), 2u);
+    ASSERT_EQ(got[0].size(), 13u);
+    ASSERT_EQ(got[1].size(), 5u);
+    EXPECT_EQ(got[0][0], 0.0);
+    for (int32_t n = 1; n <= 12; ++n) EXPECT_DOUBLE_EQ(got[0][n], 10.0 + 3.0 * n) << "spell at " << spell_start << ", n " << n;
+    for (int32_t n = 1; n <= 4; ++n) EXPECT_DOUBLE_EQ(got[1][n], 4.0 + n) << "spell at " << spell_start << ", n " << n;
+  }
+}
+
+TEST(MedianCurvesTest, RoundsToAMicrosecondAndNeverZero) {
+  const auto got = MedianCurves({{3, [](int32_t n) { return n == 1 ? 0.0 : 1.23456 * n; }}}, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_DOUBLE_EQ(got[0][1], 0.001);
+  EXPECT_DOUBLE_EQ(got[0][2], 2.469);
+  EXPECT_DOUBLE_EQ(got[0][3], 3.704);
 }
 
 }  // namespace
