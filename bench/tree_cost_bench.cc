@@ -2,8 +2,10 @@
 // budget on a machine. Usage:
 //   tree_cost_bench MODEL.gguf [threads=2] [reps=7] [prefix=256] [sizes=1,2,4,8,16,32,64]
 // Prints, per N in {1, 2, 4, 8, 16, 32, 64}, the median ms of EvalTree + commit of the
-// root (so the cache does not grow), and the ratio to N = 1; then plain greedy decode
-// tokens/s over 64 tokens.
+// root (so the cache does not grow), and the ratio to N = 1; beside it the same N rows
+// as a prefill chunk that asks for the last row's logits only (what llama-bench's ppN
+// times: the output layer runs once), so the difference is the output layer's share;
+// then plain greedy decode tokens/s over 64 tokens.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -71,10 +73,10 @@ int main(int argc, char** argv) {
   const int32_t base = ctx.n_past();
   printf("model %s (%s), %d threads, prefix %d tokens, median of %d\n", model->Name().c_str(),
          model->Description().c_str(), threads, prefix_len, reps);
-  printf("%6s %10s %8s\n", "N", "ms/pass", "x N=1");
-  double one = 0;  // ms at the first size (normally N = 1)
+  printf("%6s %10s %8s %14s %8s\n", "N", "ms/pass", "x N=1", "ms/1 logit row", "x N=1");
+  double one = 0, one_chunk = 0;  // ms at the first size (normally N = 1)
   for (int32_t n : sizes) {
-    std::vector<double> ms;
+    std::vector<double> ms, chunk_ms;
     for (int r = 0; r < reps + 1; ++r) {
       TokenTree tree = RandomTree(rng, prefix.back(), n, model->n_vocab());
       const auto t0 = std::chrono::steady_clock::now();
@@ -84,10 +86,16 @@ int main(int argc, char** argv) {
       ctx.CommitPath({0});
       ctx.Truncate(base);
       if (r > 0) ms.push_back(dt);  // first one warms up this batch shape
+      const std::vector<Token> chunk = tree.token;
+      const auto t1 = std::chrono::steady_clock::now();
+      ctx.Prefill(chunk, true);
+      const double dc = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
+      ctx.Truncate(base);
+      if (r > 0) chunk_ms.push_back(dc);
     }
-    const double m = Median(ms);
-    if (one == 0) one = m;
-    printf("%6d %10.2f %8.2f\n", n, m, m / one);
+    const double m = Median(ms), mc = Median(chunk_ms);
+    if (one == 0) one = m, one_chunk = mc;
+    printf("%6d %10.2f %8.2f %14.2f %8.2f\n", n, m, m / one, mc, mc / one_chunk);
   }
   // Plain greedy decoding speed.
   ctx.Truncate(base);
