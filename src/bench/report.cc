@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -144,6 +145,25 @@ json RowJson(const BenchRow& r) {
   return j;
 }
 
+// ar's ms per target pass across its rows (see "steadiness" in report.h).
+json Steadiness(const std::vector<BenchRow>& rows) {
+  std::vector<double> ms;
+  for (const BenchRow& r : rows) {
+    if (r.config.method == Method::kAr && !r.config.is_peer() && r.error.empty() && r.stats.n_passes > 0) {
+      ms.push_back(r.stats.t_verify_ms / r.stats.n_passes);
+    }
+  }
+  if (ms.empty()) return nullptr;
+  std::sort(ms.begin(), ms.end());
+  const double spread = Div(ms.back(), ms.front());
+  return {{"n", ms.size()},
+          {"min", ms.front()},
+          {"median", ms.size() % 2 ? ms[ms.size() / 2] : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2},
+          {"max", ms.back()},
+          {"spread", spread},
+          {"steady", spread <= kSteadySpread}};
+}
+
 json Summarize(const std::vector<BenchRow>& rows, const std::vector<BenchConfig>& configs,
                const std::vector<std::string>& categories) {
   json by_temp = json::object();
@@ -189,6 +209,7 @@ json Summarize(const std::vector<BenchRow>& rows, const std::vector<BenchConfig>
   json out;
   out["summary_by_temp"] = by_temp;
   out["summary"] = temp_order.empty() ? json::object() : by_temp[temp_order.front()];
+  out["steadiness"] = Steadiness(rows);
   return out;
 }
 
@@ -255,6 +276,18 @@ std::string MarkdownText(const json& res, const std::vector<std::string>& catego
   os << "\nSpeedup = mean over prompts of (decode tokens/s) / (ar's decode tokens/s), prefill excluded; "
         "e2e speedup = mean of (ar's prefill + its decode time for as many tokens) / (wall time, prefill included); "
         "tau = new tokens per target pass. Each configuration runs on its own engine, interleaved per prompt.\n";
+  if (res.contains("steadiness") && res["steadiness"].is_object()) {
+    const json& s = res["steadiness"];
+    os << "\nar's target pass took " << Num(s["median"].get<double>(), 1) << " ms (median; "
+       << Num(s["min"].get<double>(), 1) << "-" << Num(s["max"].get<double>(), 1) << " over its "
+       << s["n"].get<int64_t>() << " rows).";
+    if (!s["steady"].get<bool>()) {
+      os << " **The machine was not steady**: the same work took " << Num(s["spread"].get<double>(), 2)
+         << "x as long on ar's slowest prompt as on its fastest, so single-prompt ratios carry that noise; "
+            "compare categories, rerun on a quiet machine or with more --reps.";
+    }
+    os << "\n";
+  }
 
   bool any_peer = false;
   for (const json& c : res["configs"]) any_peer = any_peer || c.value("peer", false);
@@ -373,6 +406,7 @@ json ResultsJson(const ReportInput& in) {
   json sum = Summarize(*in.rows, *in.configs, *in.categories);
   j["summary"] = sum["summary"];
   j["summary_by_temp"] = sum["summary_by_temp"];
+  j["steadiness"] = sum["steadiness"];
   json rows = json::array();
   for (const BenchRow& r : *in.rows) rows.push_back(RowJson(r));
   j["rows"] = rows;

@@ -11,6 +11,10 @@
 //                 it carries "budget" and "config" to say which)
 //   summary_by_temp  {"<temperature %g>": same map} for every temperature
 //   rows        one object per prompt x configuration x repetition (RowJson)
+//   steadiness  ar's ms per target pass over its rows {n, min, median, max, spread =
+//               max / min, steady = spread <= kSteadySpread}; null without ar rows. ar
+//               does the same work in every pass, so a wide spread is the machine's
+//               noise (a busy neighbour, a VM slowing down), which every ratio carries.
 // An entry: n, speedup (mean over prompts of decode tokens/s / ar's), e2e_speedup (mean
 // of ar's wall ms for as many tokens / the row's wall ms, prefill included), tokens_per_s, wall_tokens_per_s, tau (sum new tokens
 // / sum passes), acceptance, nodes_per_pass, lossless_rate (temperature 0 rows; null
@@ -33,7 +37,11 @@ std::string TempKey(float t);
 
 nlohmann::json RowJson(const BenchRow& row);
 
-// {"summary": ..., "summary_by_temp": ...} as documented above.
+// Largest max / min of ar's ms per pass still called steady. Context length alone moves
+// it by a few percent (a 1024-token prompt's attention); 30% is not from the work.
+inline constexpr double kSteadySpread = 1.3;
+
+// {"summary": ..., "summary_by_temp": ..., "steadiness": ...} as documented above.
 nlohmann::json Summarize(const std::vector<BenchRow>& rows, const std::vector<BenchConfig>& configs,
                          const std::vector<std::string>& categories);
 

@@ -330,6 +330,10 @@ int RunBench(BenchFlags f) {
   const std::string md = bench::MarkdownText(res, categories);
   const auto a = md.find("## Speedup"), b = md.find("### Statistics");
   if (a != std::string::npos) std::cout << md.substr(a, b == std::string::npos ? std::string::npos : b - a);
+  // How steady the machine was, which every ratio above depends on.
+  if (const auto c = md.find("ar's target pass took"); c != std::string::npos) {
+    std::cout << md.substr(c, md.find('\n', c) - c) << "\n\n";
+  }
   std::cout << "results: " << f.out << "/results.{json,csv,md}" << std::endl;
   if (!f.no_plots) MakePlots(f.out);
   return 0;

@@ -1,0 +1,73 @@
+// The report's steadiness figure, on hand-made rows (no model): ar's ms per pass over
+// its rows, and the warning results.md gives when they spread.
+#include "bench/report.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace graft::bench {
+namespace {
+
+using nlohmann::json;
+
+BenchRow Row(Method method, double verify_ms, int32_t passes, const std::string& peer = "") {
+  BenchRow r;
+  r.prompt_id = "p";
+  r.category = "chat";
+  r.config.method = method;
+  r.config.budget = method == Method::kAr ? 0 : 16;
+  r.config.peer = peer;
+  r.stats.n_passes = passes;
+  r.stats.n_generated = passes;
+  r.stats.t_verify_ms = verify_ms;
+  r.stats.t_decode_ms = verify_ms;
+  return r;
+}
+
+std::vector<BenchConfig> Configs() {
+  BenchConfig ar, graft;
+  graft.method = Method::kGraft;
+  graft.budget = 16;
+  return {ar, graft};
+}
+
+TEST(ReportTest, SteadinessIsArsPassTimeAcrossItsRows) {
+  // ar: 80, 90 and 100 ms per pass; graft's and a peer's rows do not count.
+  std::vector<BenchRow> rows = {Row(Method::kAr, 800, 10), Row(Method::kGraft, 5000, 10),
+                                Row(Method::kAr, 1800, 20), Row(Method::kAr, 500, 5),
+                                Row(Method::kAr, 9000, 10, "llama-ar")};
+  const json s = Summarize(rows, Configs(), {"chat"})["steadiness"];
+  ASSERT_TRUE(s.is_object());
+  EXPECT_EQ(s["n"].get<int>(), 3);
+  EXPECT_DOUBLE_EQ(s["min"].get<double>(), 80.0);
+  EXPECT_DOUBLE_EQ(s["median"].get<double>(), 90.0);
+  EXPECT_DOUBLE_EQ(s["max"].get<double>(), 100.0);
+  EXPECT_DOUBLE_EQ(s["spread"].get<double>(), 1.25);
+  EXPECT_TRUE(s["steady"].get<bool>());
+
+  // Without ar rows there is nothing to judge by.
+  EXPECT_TRUE(Summarize({Row(Method::kGraft, 500, 5)}, Configs(), {"chat"})["steadiness"].is_null());
+}
+
+TEST(ReportTest, MarkdownWarnsWhenTheMachineWasNotSteady) {
+  json res;
+  res["configs"] = json::array();
+  res["summary_by_temp"] = json::object();
+  res["status"] = json::object();
+  std::vector<BenchRow> rows = {Row(Method::kAr, 800, 10), Row(Method::kAr, 1000, 10)};
+  res["steadiness"] = Summarize(rows, Configs(), {"chat"})["steadiness"];
+  std::string md = MarkdownText(res, {"chat"});
+  EXPECT_NE(md.find("ar's target pass took 90.0 ms (median; 80.0-100.0 over its 2 rows)."), std::string::npos) << md;
+  EXPECT_EQ(md.find("not steady"), std::string::npos) << md;
+
+  rows.push_back(Row(Method::kAr, 2400, 10));  // 240 ms a pass: the machine slowed down
+  res["steadiness"] = Summarize(rows, Configs(), {"chat"})["steadiness"];
+  EXPECT_FALSE(res["steadiness"]["steady"].get<bool>());
+  md = MarkdownText(res, {"chat"});
+  EXPECT_NE(md.find("**The machine was not steady**: the same work took 3.00x as long"), std::string::npos) << md;
+}
+
+}  // namespace
+}  // namespace graft::bench
