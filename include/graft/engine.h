@@ -113,10 +113,20 @@ struct GenerationStats {
   double t_prefill_ms = 0, t_draft_ms = 0, t_retrieve_ms = 0, t_graft_ms = 0;
   double t_verify_ms = 0, t_commit_ms = 0, t_decode_ms = 0;  // decode = all after prefill
   double t_calibrate_ms = 0;  // graft: cost-profile measurement (only when none was cached)
+  // Passes by their rows: pass_rows[n] = target passes over n tree rows (sums to
+  // n_passes), draft_pass_rows[n] = draft decode calls over n rows (sums to
+  // n_draft_passes; a catch-up counts its tokens). Priced by a cost profile they give
+  // what the run would cost on a steady machine (graft bench's modelled speedup).
+  std::vector<int32_t> pass_rows, draft_pass_rows;
   std::string stop_reason;  // "eog", "length", "cancelled", "context"
 
-  // Sums every count and time of `other` into this (stop_reason: other's). O(1).
+  // Sums every count and time of `other` into this (stop_reason: other's).
+  // O(rows in the histograms).
   void Add(const GenerationStats& other);
+
+  // One more pass over `rows` rows in `hist` (pass_rows or draft_pass_rows), grown as
+  // needed. O(1) amortised.
+  static void CountPass(std::vector<int32_t>* hist, int32_t rows);
 
   // Mean tokens per target pass, bonus included.
   double tau() const { return n_passes ? static_cast<double>(n_generated) / n_passes : 0; }

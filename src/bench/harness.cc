@@ -6,6 +6,8 @@
 #include <map>
 
 #include "bench/peers.h"
+#include "engine/cost_model.h"
+#include "graft/cost_profile.h"
 #include "graft/error.h"
 
 namespace graft::bench {
@@ -45,6 +47,15 @@ struct PreparedPrompt {
   int32_t first_tokens = 0;
 };
 
+double ModelledMs(const GenerationStats& st, const CostModel& costs) {
+  double ms = 0;
+  for (size_t n = 1; n < st.pass_rows.size(); ++n) ms += st.pass_rows[n] * costs.VerifyMs(static_cast<int32_t>(n));
+  for (size_t n = 1; n < st.draft_pass_rows.size(); ++n) {
+    ms += st.draft_pass_rows[n] * costs.DraftMs(static_cast<int32_t>(n));
+  }
+  return ms;
+}
+
 struct Harness::Impl {
   const Model& target;
   const Model* draft;
@@ -52,6 +63,7 @@ struct Harness::Impl {
   const PeerRunner* peers = nullptr;
   int32_t n_ctx = 0;
   int32_t max_budget = 1;
+  const CostModel* costs = nullptr;  // prices passes for modelled_speedup (null = none)
 
   // Prompt tokens of a conversation (user turns and assistant answers alternate).
   std::vector<Token> Encode(const std::vector<ChatMessage>& msgs) const { return EncodeText(PromptText(msgs)); }
@@ -271,6 +283,12 @@ struct Harness::Impl {
     for (BenchRow& r : *rows) {
       const BenchRow* ar = find(Method::kAr, 0, r.config.temperature);
       if (ar == nullptr) continue;
+      if (costs != nullptr && !r.config.is_peer()) {
+        const double mine = ModelledMs(r.stats, *costs), base = ModelledMs(ar->stats, *costs);
+        if (mine > 0 && base > 0 && ar->stats.n_generated > 0) {
+          r.modelled_speedup = (r.stats.n_generated / mine) / (ar->stats.n_generated / base);
+        }
+      }
       if (&r == ar) {
         r.speedup = r.decode_tps() > 0 ? std::optional<double>(1.0) : std::nullopt;
         r.e2e_speedup = r.wall_tps() > 0 ? std::optional<double>(1.0) : std::nullopt;
@@ -373,6 +391,20 @@ RunStatus Harness::Run(const std::vector<BenchPrompt>& prompts, const HarnessCal
   const PeerRunner peers(o.peers_dir, o.peer_timeout_s);
   Impl impl{target_, draft_, o, &peers};
   impl.max_budget = *std::max_element(o.budgets.begin(), o.budgets.end());
+  // The profile graft's engines use (the same key: these models, threads, machine),
+  // measured now if none is cached; a profile that cannot be had leaves the modelled
+  // speedups empty rather than failing the run.
+  std::optional<CostModel> costs;
+  try {
+    CostProfileOptions po;
+    po.n_threads = o.n_threads;
+    po.max_rows = std::min(impl.max_budget, 32);
+    CostProfile p = LoadOrMeasureCostProfile(target_, draft_, po);
+    costs.emplace(std::move(p.verify_ms), std::move(p.draft_ms));
+    impl.costs = &*costs;
+  } catch (const std::exception& e) {
+    fprintf(stderr, "bench: warning: no cost profile (%s); modelled speedups are left out\n", e.what());
+  }
   RunStatus status;
   rows_.clear();
 

@@ -32,6 +32,10 @@
 #include "bench/dataset.h"
 #include "graft/engine.h"
 
+namespace graft {
+class CostModel;
+}  // namespace graft
+
 namespace graft::bench {
 
 struct BenchConfig {
@@ -79,6 +83,11 @@ struct HarnessOptions {
 };
 
 // One prompt x configuration x repetition (turns summed).
+// ms the row's passes cost on `costs`: every target pass at VerifyMs(its rows), every
+// draft pass at DraftMs(its rows) (GenerationStats::pass_rows, draft_pass_rows). 0 for
+// a row without passes (a peer's). O(histogram size).
+double ModelledMs(const GenerationStats& stats, const CostModel& costs);
+
 struct BenchRow {
   int32_t prompt_index = 0;  // position in the prompt list given to Run
   std::string prompt_id;
@@ -101,6 +110,9 @@ struct BenchRow {
   std::optional<double> speedup;       // decode tokens/s over ar's (prefill excluded)
   std::optional<double> e2e_speedup;   // ar's wall ms for as many tokens / this wall ms (prefill included)
   std::optional<double> oracle_fraction;  // speedup / the oracle's speedup at this budget
+  // The speedup with every pass priced by the cost profile instead of the clock
+  // (ModelledMs): the method's effect without the machine's noise. Our methods only.
+  std::optional<double> modelled_speedup;
 
   int32_t new_tokens() const { return stats.n_generated; }
   double decode_tps() const { return stats.t_decode_ms > 0 ? stats.n_generated * 1000.0 / stats.t_decode_ms : 0; }

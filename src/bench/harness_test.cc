@@ -20,6 +20,8 @@
 
 #include "bench/peers.h"
 #include "bench/report.h"
+#include "engine/cost_model.h"
+#include "graft/cost_profile.h"
 #include "graft/error.h"
 
 namespace graft::bench {
@@ -123,6 +125,14 @@ TEST_F(HarnessTest, EndToEndFilesSummaryAndIdentities) {
   EXPECT_EQ(callbacks, 4);
   EXPECT_EQ(progress_done, static_cast<int64_t>(4 * h.configs().size()));
   ASSERT_EQ(h.rows().size(), 4 * h.configs().size());
+  // The profile the harness priced passes with (cached by the run).
+  CostProfileOptions po;
+  po.n_threads = opts.n_threads;
+  po.max_rows = 8;
+  double measured_ms = -1;
+  CostProfile profile = LoadOrMeasureCostProfile(*target_, draft_, po, &measured_ms);
+  EXPECT_EQ(measured_ms, 0.0) << "the harness did not cache the profile it priced passes with";
+  const CostModel costs(profile.verify_ms, profile.draft_ms);
 
   for (const BenchRow& r : h.rows()) {
     SCOPED_TRACE(r.prompt_id + " " + r.config.Name());
@@ -168,6 +178,31 @@ TEST_F(HarnessTest, EndToEndFilesSummaryAndIdentities) {
     if (!MethodNeedsDraft(r.config.method)) {
       EXPECT_EQ(s.n_drafted, 0);
     }
+    // Passes by rows: they add up to the passes, and the target's to the nodes verified.
+    int64_t passes = 0, rows = 0, draft_passes = 0;
+    for (size_t n = 0; n < s.pass_rows.size(); ++n) {
+      passes += s.pass_rows[n];
+      rows += static_cast<int64_t>(n) * s.pass_rows[n];
+    }
+    for (int32_t k : s.draft_pass_rows) draft_passes += k;
+    EXPECT_EQ(passes, s.n_passes);
+    EXPECT_EQ(rows, s.nodes_verified);
+    EXPECT_EQ(draft_passes, s.n_draft_passes);
+    if (MethodNeedsDraft(r.config.method) && r.config.method != Method::kGraft) {
+      EXPECT_GT(draft_passes, 0);
+    }
+    // The modelled speedup: this row's and ar's passes priced by the cached profile.
+    const BenchRow* ar = nullptr;
+    for (const BenchRow& x : h.rows()) {
+      if (x.prompt_id == r.prompt_id && x.config.method == Method::kAr) ar = &x;
+    }
+    ASSERT_NE(ar, nullptr);
+    ASSERT_TRUE(r.modelled_speedup.has_value());
+    const double want = (s.n_generated / ModelledMs(s, costs)) / (ar->stats.n_generated / ModelledMs(ar->stats, costs));
+    EXPECT_NEAR(*r.modelled_speedup, want, 1e-12);
+    if (r.config.method == Method::kAr) {
+      EXPECT_EQ(*r.modelled_speedup, 1.0);
+    }
   }
   // lossless and first_divergence against a fact the harness does not compute: each
   // single-turn prompt's greedy output from a plain ar Engine run here, compared token
@@ -205,7 +240,8 @@ TEST_F(HarnessTest, EndToEndFilesSummaryAndIdentities) {
                         "graft", "graft@4", "oracle", "oracle@8"}) {
     ASSERT_TRUE(sum.contains(k)) << k;
     for (const char* f : {"speedup", "tau", "lossless_rate", "acceptance", "nodes_per_pass", "ms_per_pass",
-                          "categories", "oracle_fraction", "per_source", "e2e_speedup", "tokens_per_s"}) {
+                          "categories", "oracle_fraction", "per_source", "e2e_speedup", "tokens_per_s",
+                          "modelled_speedup"}) {
       EXPECT_TRUE(sum[k].contains(f)) << k << "." << f;
     }
     EXPECT_TRUE(sum[k]["categories"].contains("chat")) << k;
@@ -217,6 +253,11 @@ TEST_F(HarnessTest, EndToEndFilesSummaryAndIdentities) {
                                                        sum["ar"]["passes"].get<double>());
   EXPECT_DOUBLE_EQ(sum["ar"]["lossless_rate"].get<double>(), 1.0);
   EXPECT_DOUBLE_EQ(sum["ar"]["categories"]["chat"]["speedup"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(sum["ar"]["modelled_speedup"].get<double>(), 1.0);
+  EXPECT_TRUE(j["steadiness"].is_object());
+  for (size_t i = 0; i < h.rows().size(); ++i) {
+    EXPECT_EQ(j["rows"][i]["pass_rows"].get<std::vector<int32_t>>(), h.rows()[i].stats.pass_rows) << i;
+  }
   // "<method>" is its best budget.
   for (const char* m : {"chain", "tree", "graft", "oracle"}) {
     const int b = sum[m]["budget"];
@@ -259,6 +300,8 @@ TEST_F(HarnessTest, EndToEndFilesSummaryAndIdentities) {
   std::string md_text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
   EXPECT_NE(md_text.find("| Method | chat | code | Overall |"), std::string::npos);
   EXPECT_NE(md_text.find("| ar | 1.00x (1.00) | 1.00x (1.00) | 1.00x (1.00) |"), std::string::npos) << md_text;
+  EXPECT_NE(md_text.find("### Modelled speedup (every pass priced by the cost profile), temperature 0"), std::string::npos);
+  EXPECT_NE(md_text.find("| ar | 1.00x | 1.00x | 1.00x |"), std::string::npos) << md_text;
 }
 
 TEST_F(HarnessTest, StopBetweenPromptsKeepsFinishedOnes) {

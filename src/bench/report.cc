@@ -27,8 +27,8 @@ double Div(double a, double b) { return b != 0 ? a / b : 0.0; }
 // Aggregates over a set of rows (one configuration, maybe one category).
 struct Agg {
   int64_t n = 0;
-  double speedup_sum = 0, e2e_sum = 0, tps_sum = 0, wall_tps_sum = 0, oracle_sum = 0;
-  int64_t speedup_n = 0, e2e_n = 0, oracle_n = 0, greedy_n = 0, lossless_n = 0;
+  double speedup_sum = 0, e2e_sum = 0, tps_sum = 0, wall_tps_sum = 0, oracle_sum = 0, modelled_sum = 0;
+  int64_t speedup_n = 0, e2e_n = 0, oracle_n = 0, greedy_n = 0, lossless_n = 0, modelled_n = 0;
   int64_t errors = 0;     // peer rows whose tool gave no result (not in the other figures)
   GenerationStats total;  // counts and times summed over the rows
 
@@ -41,6 +41,7 @@ struct Agg {
     if (r.speedup) { speedup_sum += *r.speedup; ++speedup_n; }
     if (r.e2e_speedup) { e2e_sum += *r.e2e_speedup; ++e2e_n; }
     if (r.oracle_fraction) { oracle_sum += *r.oracle_fraction; ++oracle_n; }
+    if (r.modelled_speedup) { modelled_sum += *r.modelled_speedup; ++modelled_n; }
     if (r.lossless) { ++greedy_n; lossless_n += *r.lossless ? 1 : 0; }
     tps_sum += r.decode_tps();
     wall_tps_sum += r.wall_tps();
@@ -53,6 +54,7 @@ struct Agg {
     return {{"n", n},
             {"speedup", Mean(speedup_sum, speedup_n)},
             {"e2e_speedup", Mean(e2e_sum, e2e_n)},
+            {"modelled_speedup", Mean(modelled_sum, modelled_n)},
             {"tokens_per_s", Mean(tps_sum, n)},
             {"tau", Div(total.n_generated, total.n_passes)},
             {"acceptance", Div(total.n_accepted, total.n_drafted + total.n_grafted)},
@@ -131,7 +133,11 @@ json RowJson(const BenchRow& r) {
             {"first_divergence", r.first_divergence},
             {"speedup", Opt(r.speedup)},
             {"e2e_speedup", Opt(r.e2e_speedup)},
-            {"oracle_fraction", Opt(r.oracle_fraction)}});
+            {"oracle_fraction", Opt(r.oracle_fraction)},
+            {"modelled_speedup", Opt(r.modelled_speedup)}});
+  // Passes by rows, so a run can be priced on another machine's profile later.
+  j["pass_rows"] = r.stats.pass_rows;
+  j["draft_pass_rows"] = r.stats.draft_pass_rows;
   if (!r.text.empty()) j["output"] = r.text;
   // --save-outputs: the tokens, so retrieval can be replayed offline (bench/replay_retrieval).
   if (!r.prompts.empty()) {
@@ -223,7 +229,7 @@ std::string CsvText(const std::vector<BenchRow>& rows) {
     os << "," << n << "_proposed," << n << "_accepted";
   }
   os << ",ms_prefill,ms_draft,ms_retrieve,ms_graft,ms_verify,ms_commit,ms_decode,stop_reason,lossless,"
-        "first_divergence,oracle_fraction,error\n";
+        "first_divergence,oracle_fraction,error,modelled_speedup\n";
   for (const BenchRow& r : rows) {
     const GenerationStats& s = r.stats;
     os << r.prompt_index << "," << Csv(r.prompt_id) << "," << Csv(r.category) << "," << r.config.Name() << ","
@@ -237,7 +243,7 @@ std::string CsvText(const std::vector<BenchRow>& rows) {
     os << "," << Num(s.t_prefill_ms) << "," << Num(s.t_draft_ms) << "," << Num(s.t_retrieve_ms) << ","
        << Num(s.t_graft_ms) << "," << Num(s.t_verify_ms) << "," << Num(s.t_commit_ms) << "," << Num(s.t_decode_ms)
        << "," << s.stop_reason << "," << (r.lossless ? (*r.lossless ? "1" : "0") : "") << "," << r.first_divergence
-       << "," << OptNum(r.oracle_fraction) << "," << Csv(r.error) << "\n";
+       << "," << OptNum(r.oracle_fraction) << "," << Csv(r.error) << "," << OptNum(r.modelled_speedup) << "\n";
   }
   return os.str();
 }
@@ -275,7 +281,10 @@ std::string MarkdownText(const json& res, const std::vector<std::string>& catego
   }
   os << "\nSpeedup = mean over prompts of (decode tokens/s) / (ar's decode tokens/s), prefill excluded; "
         "e2e speedup = mean of (ar's prefill + its decode time for as many tokens) / (wall time, prefill included); "
-        "tau = new tokens per target pass. Each configuration runs on its own engine, interleaved per prompt.\n";
+        "tau = new tokens per target pass. Each configuration runs on its own engine, interleaved per prompt. "
+        "Modelled speedup = the same ratio with the clock replaced by the cached cost profile: each target or "
+        "draft pass priced at the profile's ms for its rows, so the machine's noise is out of it (retrieval and "
+        "other CPU work are left out; they cost microseconds).\n";
   if (res.contains("steadiness") && res["steadiness"].is_object()) {
     const json& s = res["steadiness"];
     os << "\nar's target pass took " << Num(s["median"].get<double>(), 1) << " ms (median; "
@@ -325,6 +334,32 @@ std::string MarkdownText(const json& res, const std::vector<std::string>& catego
       os << "| " << c["name"].get<std::string>() << " |";
       for (const auto& cat : categories) os << " " << (e["categories"].contains(cat) ? Cell(e["categories"][cat]) : "-") << " |";
       os << " " << Cell(e) << " |\n";
+    }
+    // The same ratios with every pass priced by the cost profile (our methods).
+    bool any_modelled = false;
+    for (const json& c : res["configs"]) {
+      if (TempKey(c["temperature"].get<double>()) != tk) continue;
+      const json& e = table[c["name"].get<std::string>()];
+      any_modelled = any_modelled || (e.contains("modelled_speedup") && !e["modelled_speedup"].is_null());
+    }
+    if (any_modelled) {
+      os << "\n### Modelled speedup (every pass priced by the cost profile), temperature " << tk << "\n\n| Method |";
+      for (const auto& c : categories) os << " " << c << " |";
+      os << " Overall |\n|---|";
+      for (size_t i = 0; i <= categories.size(); ++i) os << "---|";
+      os << "\n";
+      auto cell = [](const json& x) {
+        return x.contains("modelled_speedup") && !x["modelled_speedup"].is_null()
+                   ? Num(x["modelled_speedup"].get<double>(), 2) + "x"
+                   : std::string("-");
+      };
+      for (const json& c : res["configs"]) {
+        if (TempKey(c["temperature"].get<double>()) != tk || c.value("peer", false)) continue;
+        const json& e = table[c["name"].get<std::string>()];
+        os << "| " << c["name"].get<std::string>() << " |";
+        for (const auto& cat : categories) os << " " << (e["categories"].contains(cat) ? cell(e["categories"][cat]) : "-") << " |";
+        os << " " << cell(e) << " |\n";
+      }
     }
     os << "\n### Statistics, temperature " << tk << "\n\n"
        << "| Method | tokens/s | speedup | e2e speedup | tau | acceptance | nodes/pass | lossless | oracle frac. "

@@ -10,18 +10,20 @@
 //                 "<method>" = the entry of that method's best budget (highest speedup;
 //                 it carries "budget" and "config" to say which)
 //   summary_by_temp  {"<temperature %g>": same map} for every temperature
-//   rows        one object per prompt x configuration x repetition (RowJson)
+//   rows        one object per prompt x configuration x repetition (RowJson; with
+//               pass_rows / draft_pass_rows, the passes by rows, to re-price a run)
 //   steadiness  ar's ms per target pass over its rows {n, min, median, max, spread =
 //               max / min, steady = spread <= kSteadySpread}; null without ar rows. ar
 //               does the same work in every pass, so a wide spread is the machine's
 //               noise (a busy neighbour, a VM slowing down), which every ratio carries.
 // An entry: n, speedup (mean over prompts of decode tokens/s / ar's), e2e_speedup (mean
-// of ar's wall ms for as many tokens / the row's wall ms, prefill included), tokens_per_s, wall_tokens_per_s, tau (sum new tokens
+// of ar's wall ms for as many tokens / the row's wall ms, prefill included),
+// modelled_speedup (mean of BenchRow::modelled_speedup; null for peers), tokens_per_s, wall_tokens_per_s, tau (sum new tokens
 // / sum passes), acceptance, nodes_per_pass, lossless_rate (temperature 0 rows; null
 // otherwise), oracle_fraction (mean speedup / oracle's, with --oracle), new_tokens,
 // ms_per_pass {draft, retrieve, graft, verify, commit}, prefill_ms, per_source
 // {name: {proposed, accepted, acceptance}}, categories {name: {n, speedup, e2e_speedup,
-// tau, acceptance, lossless_rate, tokens_per_s}}.
+// modelled_speedup, tau, acceptance, lossless_rate, tokens_per_s}}.
 #pragma once
 
 #include <nlohmann/json.hpp>

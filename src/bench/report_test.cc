@@ -14,8 +14,8 @@ using nlohmann::json;
 
 BenchRow Row(Method method, double verify_ms, int32_t passes, const std::string& peer = "") {
   BenchRow r;
-  r.prompt_id = "p";
-  r.category = "chat";
+  r.prompt_id = std::string("p");  // (not = "p": GCC 12 -Wrestrict false positive, PR 105329)
+  r.category = std::string("chat");
   r.config.method = method;
   r.config.budget = method == Method::kAr ? 0 : 16;
   r.config.peer = peer;

@@ -87,7 +87,8 @@ struct DenseTree {
 
 }  // namespace
 
-int32_t Drafter::Draft(const std::vector<Token>& committed, const DraftParams& params, TokenTree* tree) {
+int32_t Drafter::Draft(const std::vector<Token>& committed, const DraftParams& params, TokenTree* tree,
+                       std::vector<int32_t>* pass_rows) {
   GRAFT_CHECK(!committed.empty(), "nothing committed");
   // Catch up: the draft cache holds committed[0, n_past); decode the rest, root last.
   if (ctx_->n_past() >= static_cast<int32_t>(committed.size())) ctx_->Truncate(static_cast<int32_t>(committed.size()) - 1);
@@ -95,6 +96,7 @@ int32_t Drafter::Draft(const std::vector<Token>& committed, const DraftParams& p
   DenseTree dense(params, ctx_->model().n_vocab(), committed.back());
   dense.AddChildren(0, ctx_->Prefill(pending, true));
   int32_t passes = 1;
+  if (pass_rows != nullptr) GenerationStats::CountPass(pass_rows, static_cast<int32_t>(pending.size()));
   const int32_t base = ctx_->n_past() - 1;  // position of the root
 
   // Expand level by level: each frontier node decodes in a fresh sequence id that
@@ -113,6 +115,7 @@ int32_t Drafter::Draft(const std::vector<Token>& committed, const DraftParams& p
     }
     SequenceOps::Decode(*ctx_, batch);
     ++passes;
+    if (pass_rows != nullptr) GenerationStats::CountPass(pass_rows, static_cast<int32_t>(batch.size()));
     dense.level.clear();
     for (size_t j = 0; j < expand.size(); ++j) dense.AddChildren(expand[j], ctx_->Logits(static_cast<int32_t>(j)));
   }

@@ -41,8 +41,11 @@ class Drafter {
 
   // Builds a draft tree rooted at committed.back() into `tree` (Reset by the caller's
   // root). `committed` = all committed tokens, root last. Returns the number of draft
-  // decode calls. After it, DraftSeq(i) tells which tree nodes the draft decoded.
-  int32_t Draft(const std::vector<Token>& committed, const DraftParams& params, TokenTree* tree);
+  // decode calls; `pass_rows`, when not null, counts each call by its rows (the
+  // catch-up's tokens, then each level's frontier; see CountPass). After it,
+  // DraftSeq(i) tells which tree nodes the draft decoded.
+  int32_t Draft(const std::vector<Token>& committed, const DraftParams& params, TokenTree* tree,
+                std::vector<int32_t>* pass_rows = nullptr);
 
   // Sequence id holding node i of the last Draft()'s tree in the draft cache, or -1
   // if node i was proposed but never decoded. Root = 0.

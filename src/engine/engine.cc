@@ -168,6 +168,7 @@ namespace {
 
 void CountProposals(const TokenTree& tree, const VerifyResult& vr, GenerationStats* st) {
   ++st->n_passes;
+  GenerationStats::CountPass(&st->pass_rows, tree.size());
   st->nodes_verified += tree.size();
   for (int32_t i = 1; i < tree.size(); ++i) {
     ++st->per_source[static_cast<int>(tree.source[i])].proposed;

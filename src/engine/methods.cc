@@ -86,7 +86,17 @@ void GenerationStats::Add(const GenerationStats& b) {
   t_commit_ms += b.t_commit_ms;
   t_decode_ms += b.t_decode_ms;
   t_calibrate_ms += b.t_calibrate_ms;
+  for (auto [mine, theirs] : {std::pair{&pass_rows, &b.pass_rows}, std::pair{&draft_pass_rows, &b.draft_pass_rows}}) {
+    if (mine->size() < theirs->size()) mine->resize(theirs->size(), 0);
+    for (size_t n = 0; n < theirs->size(); ++n) (*mine)[n] += (*theirs)[n];
+  }
   stop_reason = b.stop_reason;
+}
+
+void GenerationStats::CountPass(std::vector<int32_t>* hist, int32_t rows) {
+  if (rows < 0) return;
+  if (hist->size() <= static_cast<size_t>(rows)) hist->resize(rows + 1, 0);
+  ++(*hist)[rows];
 }
 
 std::string FormatStats(const GenerationStats& st, Method m) {

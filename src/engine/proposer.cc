@@ -96,7 +96,7 @@ DraftCall DraftTree(EngineState& es, RequestState& rs, const DraftParams& params
   ScopedMs t(&st.t_draft_ms);
   DraftCall call;
   call.catch_up = DraftCatchUp(es, rs);
-  call.passes = es.drafter->Draft(rs.committed, params, tree);
+  call.passes = es.drafter->Draft(rs.committed, params, tree, &st.draft_pass_rows);
   st.n_draft_passes += call.passes;
   ++st.n_draft_steps;
   return call;
