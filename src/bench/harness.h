@@ -82,12 +82,12 @@ struct HarnessOptions {
   double peer_timeout_s = 900;    // per tool invocation
 };
 
-// One prompt x configuration x repetition (turns summed).
 // ms the row's passes cost on `costs`: every target pass at VerifyMs(its rows), every
 // draft pass at DraftMs(its rows) (GenerationStats::pass_rows, draft_pass_rows). 0 for
 // a row without passes (a peer's). O(histogram size).
 double ModelledMs(const GenerationStats& stats, const CostModel& costs);
 
+// One prompt x configuration x repetition (turns summed).
 struct BenchRow {
   int32_t prompt_index = 0;  // position in the prompt list given to Run
   std::string prompt_id;

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 
@@ -283,8 +284,8 @@ std::string MarkdownText(const json& res, const std::vector<std::string>& catego
         "e2e speedup = mean of (ar's prefill + its decode time for as many tokens) / (wall time, prefill included); "
         "tau = new tokens per target pass. Each configuration runs on its own engine, interleaved per prompt. "
         "Modelled speedup = the same ratio with the clock replaced by the cached cost profile: each target or "
-        "draft pass priced at the profile's ms for its rows, so the machine's noise is out of it (retrieval and "
-        "other CPU work are left out; they cost microseconds).\n";
+        "draft pass priced at the profile's ms for its rows, so the machine's noise is out of it (the rest of a "
+        "step, retrieval, grafting, verification and commit, is left out).\n";
   if (res.contains("steadiness") && res["steadiness"].is_object()) {
     const json& s = res["steadiness"];
     os << "\nar's target pass took " << Num(s["median"].get<double>(), 1) << " ms (median; "
@@ -323,43 +324,30 @@ std::string MarkdownText(const json& res, const std::vector<std::string>& catego
     }
   }
   for (auto& [tk, table] : res["summary_by_temp"].items()) {
-    os << "\n## Speedup (tau), temperature " << tk << "\n\n| Method |";
-    for (const auto& c : categories) os << " " << c << " |";
-    os << " Overall |\n|---|";
-    for (size_t i = 0; i <= categories.size(); ++i) os << "---|";
-    os << "\n";
-    for (const json& c : res["configs"]) {
-      if (TempKey(c["temperature"].get<double>()) != tk) continue;
-      const json& e = table[c["name"].get<std::string>()];
-      os << "| " << c["name"].get<std::string>() << " |";
-      for (const auto& cat : categories) os << " " << (e["categories"].contains(cat) ? Cell(e["categories"][cat]) : "-") << " |";
-      os << " " << Cell(e) << " |\n";
-    }
-    // The same ratios with every pass priced by the cost profile (our methods).
-    bool any_modelled = false;
-    for (const json& c : res["configs"]) {
-      if (TempKey(c["temperature"].get<double>()) != tk) continue;
-      const json& e = table[c["name"].get<std::string>()];
-      any_modelled = any_modelled || (e.contains("modelled_speedup") && !e["modelled_speedup"].is_null());
-    }
-    if (any_modelled) {
-      os << "\n### Modelled speedup (every pass priced by the cost profile), temperature " << tk << "\n\n| Method |";
+    // A table of one figure: rows = configurations at this temperature, columns =
+    // categories + overall.
+    auto category_table = [&](const std::string& title, bool peers, const std::function<std::string(const json&)>& cell) {
+      os << "\n" << title << ", temperature " << tk << "\n\n| Method |";
       for (const auto& c : categories) os << " " << c << " |";
       os << " Overall |\n|---|";
       for (size_t i = 0; i <= categories.size(); ++i) os << "---|";
       os << "\n";
-      auto cell = [](const json& x) {
-        return x.contains("modelled_speedup") && !x["modelled_speedup"].is_null()
-                   ? Num(x["modelled_speedup"].get<double>(), 2) + "x"
-                   : std::string("-");
-      };
       for (const json& c : res["configs"]) {
-        if (TempKey(c["temperature"].get<double>()) != tk || c.value("peer", false)) continue;
+        if (TempKey(c["temperature"].get<double>()) != tk || (!peers && c.value("peer", false))) continue;
         const json& e = table[c["name"].get<std::string>()];
         os << "| " << c["name"].get<std::string>() << " |";
         for (const auto& cat : categories) os << " " << (e["categories"].contains(cat) ? cell(e["categories"][cat]) : "-") << " |";
         os << " " << cell(e) << " |\n";
       }
+    };
+    category_table("## Speedup (tau)", true, Cell);
+    // The same ratios with every pass priced by the cost profile (our methods; the ar
+    // entry has one whenever any row has).
+    if (table.contains("ar") && !table["ar"].value("modelled_speedup", json()).is_null()) {
+      category_table("### Modelled speedup (every pass priced by the cost profile)", false, [](const json& x) {
+        const json m = x.value("modelled_speedup", json());
+        return m.is_null() ? std::string("-") : Num(m.get<double>(), 2) + "x";
+      });
     }
     os << "\n### Statistics, temperature " << tk << "\n\n"
        << "| Method | tokens/s | speedup | e2e speedup | tau | acceptance | nodes/pass | lossless | oracle frac. "
