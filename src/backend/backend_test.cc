@@ -47,6 +47,40 @@ TokenTree RandomTree(std::mt19937& rng, Token root, int32_t n, int32_t max_depth
   return t;
 }
 
+// Largest |difference| between two logit rows, relative to max(1, max |logit| of `ref`).
+float RelativeDiff(const float* ref, const float* got, int32_t n) {
+  float max_abs = 1.0f, max_diff = 0.0f;
+  for (int32_t v = 0; v < n; ++v) {
+    max_abs = std::max(max_abs, std::fabs(ref[v]));
+    max_diff = std::max(max_diff, std::fabs(ref[v] - got[v]));
+  }
+  return max_diff / max_abs;
+}
+
+// The kernels' own rounding at n rows: the worst RelativeDiff between a chain of n
+// random tokens after `prefix` evaluated in one batched pass (a tree without branches,
+// where the mask is plain causal) and the same tokens decoded one at a time.
+float ChainDiff(const Model& model, const ContextOptions& co, const std::vector<Token>& prefix, int32_t n,
+                std::mt19937& rng) {
+  std::uniform_int_distribution<int32_t> tok(100, model.n_vocab() - 1);
+  TokenTree chain;
+  chain.Reset(prefix.back());
+  while (chain.size() < n) chain.Add(chain.size() - 1, tok(rng), 0.5f, Source::kDraft);
+  Context batched(model, co), single(model, co);
+  batched.Prefill(TokenSpan(prefix).first(prefix.size() - 1), false);
+  single.Prefill(TokenSpan(prefix).first(prefix.size() - 1), false);
+  std::vector<float> rows;
+  batched.EvalTree(chain);
+  float worst = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    const float* b = batched.Logits(i);
+    rows.assign(b, b + model.n_vocab());
+    const float* l = single.Prefill(std::vector<Token>{chain.token[i]}, true);
+    worst = std::max(worst, RelativeDiff(l, rows.data(), model.n_vocab()));
+  }
+  return worst;
+}
+
 struct ModelCase {
   std::string file;
   float tol;  // max |logit difference| allowed, relative to max(1, max |logit|)
@@ -61,9 +95,11 @@ class TreeEvalTest : public ::testing::TestWithParam<ModelCase> {};
 // activations in the dot products, whose rounding differs between kernels. Measured
 // (worst |difference| / max |logit|): tiny F32 2.5e-4, SmolLM2 Q4_1 0, Qwen2.5-Coder
 // 1.5B Q4_K_M about 3e-2 (0.35-0.75 logits, the same for a plain batched decode of a
-// chain as for a tree: kernel rounding, not the tree mask). We allow 0.1% for F32, 2%
-// for Q4_1 and 5% for Q4_K, and require the argmax to agree unless the top-2 gap is
-// below twice the tolerance.
+// chain as for a tree: kernel rounding, not the tree mask), 6.6e-2 on an AMD EPYC
+// (AVX2) on 2026-12-02. We allow 0.1% for F32, 2% for Q4_1 and 5% for Q4_K, or 1.5x
+// what a chain of the tree's size differs by on this machine (ChainDiff) if that is
+// more, and require the argmax to agree unless the top-2 gap is below twice the
+// tolerance. A wrong mask changes what a node attends to: logits move by whole units.
 TEST_P(TreeEvalTest, TreeLogitsMatchSequentialDecoding) {
   const ModelCase mc = GetParam();
   auto model = Model::Load(ModelPath(mc.file));
@@ -76,15 +112,18 @@ TEST_P(TreeEvalTest, TreeLogitsMatchSequentialDecoding) {
   const std::vector<Token> prefix = model->Tokenize("The quick brown fox jumps over the lazy dog. Once upon a",
                                                     true, false);
   const int32_t nv = model->n_vocab();
-  std::mt19937 rng(7);
+  std::mt19937 rng(7), chain_rng(13);
   int checked = 0, near_ties = 0;
   float worst = 0.0f;  // largest max|diff| / max(1, max|logit|) seen
+  float worst_chain = 0.0f;  // the same for chains (ChainDiff)
   for (int trial = 0; trial < 4; ++trial) {
     tree_ctx.Truncate(0);
     tree_ctx.Prefill(TokenSpan(prefix).first(prefix.size() - 1), false);
     std::uniform_int_distribution<int32_t> size(2, 32);
     TokenTree tree = RandomTree(rng, prefix.back(), size(rng), 6, nv);
     ASSERT_EQ(tree.Validate(), "");
+    const float chain = ChainDiff(*model, co, prefix, tree.size(), chain_rng);
+    const float rel_tol = std::max(mc.tol, 1.5f * chain);
     tree_ctx.EvalTree(tree);
     std::vector<std::vector<float>> tree_logits(tree.size());
     for (int32_t i = 0; i < tree.size(); ++i) {
@@ -96,14 +135,14 @@ TEST_P(TreeEvalTest, TreeLogitsMatchSequentialDecoding) {
       seq_ctx.Prefill(TokenSpan(prefix).first(prefix.size() - 1), false);
       const float* l = nullptr;
       for (Token t : tree.PathTokens(i)) l = seq_ctx.Prefill(std::vector<Token>{t}, true);
-      float max_abs = 1.0f, max_diff = 0.0f;
-      for (int32_t v = 0; v < nv; ++v) {
-        max_abs = std::max(max_abs, std::fabs(l[v]));
-        max_diff = std::max(max_diff, std::fabs(l[v] - tree_logits[i][v]));
-      }
-      const float tol = mc.tol * max_abs;
-      worst = std::max(worst, max_diff / max_abs);
-      EXPECT_LE(max_diff, tol) << mc.file << " trial " << trial << " node " << i << " depth " << tree.depth[i];
+      float max_abs = 1.0f;
+      for (int32_t v = 0; v < nv; ++v) max_abs = std::max(max_abs, std::fabs(l[v]));
+      const float rel = RelativeDiff(l, tree_logits[i].data(), nv);
+      const float tol = rel_tol * max_abs;
+      worst = std::max(worst, rel);
+      worst_chain = std::max(worst_chain, chain);
+      EXPECT_LE(rel, rel_tol) << mc.file << " trial " << trial << " node " << i << " depth " << tree.depth[i]
+                              << " (a chain of " << tree.size() << " differs by " << chain << ")";
       if (Argmax(l, nv) != Argmax(tree_logits[i].data(), nv)) {
         ++near_ties;
         EXPECT_LT(Top2Gap(l, nv), 2 * tol) << "argmax differs at a clear gap, node " << i;
@@ -111,8 +150,9 @@ TEST_P(TreeEvalTest, TreeLogitsMatchSequentialDecoding) {
       ++checked;
     }
   }
-  printf("[tree-eval] %s: %d nodes checked, worst relative logit difference %.2e (tolerance %.0e), %d argmax flips\n",
-         mc.file.c_str(), checked, worst, mc.tol, near_ties);
+  printf("[tree-eval] %s: %d nodes checked, worst relative logit difference %.2e (tolerance %.0e; chains of the "
+         "same sizes %.2e), %d argmax flips\n",
+         mc.file.c_str(), checked, worst, mc.tol, worst_chain, near_ties);
   EXPECT_GT(checked, 8);
   EXPECT_LE(near_ties, checked / 10);
 }
@@ -124,7 +164,11 @@ INSTANTIATE_TEST_SUITE_P(Models, TreeEvalTest,
                          [](const auto& info) { return info.param.file.substr(0, info.param.file.find_first_of("-.")); });
 
 // After committing a root-to-node path, the cache must hold exactly prefix + path:
-// greedy continuation equals a fresh context fed the same tokens.
+// greedy continuation gives the logits of a fresh context fed the same tokens, up to
+// kernel rounding (the committed cells came from a 24-row pass, the fresh ones from a
+// prefill): 8% of the largest logit, and the argmax may differ only at a near-tie.
+// Measured on an AMD EPYC (AVX2) on 2026-12-02: up to 3.5%, and one flip between two
+// whitespace tokens. Logits after another context differ by about 100%.
 TEST(BackendTest, CommitPathLeavesPrefixPlusPath) {
   auto model = Model::Load(ModelPath("smollm2-135m-instruct-q4_1.gguf"));
   ContextOptions co;
@@ -154,12 +198,21 @@ TEST(BackendTest, CommitPathLeavesPrefixPlusPath) {
     const float* lf = fresh.Prefill(committed, true);
     // The committed context has no logits for its last token yet: feed the greedy
     // continuation in both and compare for 8 steps.
+    constexpr float kTol = 0.08f;
     Token next = Argmax(lf, nv);
     for (int step = 0; step < 8; ++step) {
       const float* a = ctx.Prefill(std::vector<Token>{next}, true);
+      const std::vector<float> got(a, a + nv);
       const float* b = fresh.Prefill(std::vector<Token>{next}, true);
-      ASSERT_EQ(Argmax(a, nv), Argmax(b, nv)) << "trial " << trial << " step " << step;
-      next = Argmax(a, nv);
+      const float rel = RelativeDiff(b, got.data(), nv);
+      EXPECT_LE(rel, kTol) << "trial " << trial << " step " << step;
+      if (Argmax(got.data(), nv) != Argmax(b, nv)) {
+        float max_abs = 1.0f;
+        for (int32_t v = 0; v < nv; ++v) max_abs = std::max(max_abs, std::fabs(b[v]));
+        EXPECT_LT(Top2Gap(b, nv), 2 * kTol * max_abs) << "argmax differs at a clear gap, trial " << trial
+                                                      << " step " << step;
+      }
+      next = Argmax(got.data(), nv);
     }
   }
 }

@@ -59,24 +59,24 @@ float GapAfter(const Model& m, const std::vector<Token>& ctx) {
 }
 
 // Largest |logit difference| between a batched pass (a chain of n tokens evaluated
-// as one tree, n = 2, 4, 8, 16: the kernel changes at these sizes) and single-token
+// as one tree, n = 2, 4, 8, 16, 32: the kernel changes at these sizes) and single-token
 // decoding of the same tokens, over every vocabulary entry. Two logits can swap
 // order between the two ways only if their gap is below twice this.
 float BatchedVsSingleDiff(const Model& m, const std::vector<Token>& prompt) {
-  const ContextOptions co{.n_ctx = 1024, .n_batch = 512, .n_threads = 2, .n_seq_max = 16, .max_tree = 16};
+  const ContextOptions co{.n_ctx = 1024, .n_batch = 512, .n_threads = 2, .n_seq_max = 32, .max_tree = 32};
   Context single(m, co);
   const std::vector<Token> prefix(prompt.begin(), prompt.end() - 1);
   single.Prefill(prefix, false);
   // The chain: the prompt's last token, then the model's own greedy continuation.
   std::vector<Token> chain = {prompt.back()};
   std::vector<std::vector<float>> rows;
-  for (int i = 0; i < 16; ++i) {
+  for (int i = 0; i < 32; ++i) {
     const float* l = single.Prefill(std::vector<Token>{chain.back()}, true);
     rows.emplace_back(l, l + m.n_vocab());
     chain.push_back(static_cast<Token>(std::max_element(l, l + m.n_vocab()) - l));
   }
   float worst = 0;
-  for (int n : {2, 4, 8, 16}) {
+  for (int n : {2, 4, 8, 16, 32}) {
     Context batched(m, co);
     batched.Prefill(prefix, false);
     TokenTree t;
@@ -102,10 +102,8 @@ struct PairCase {
   double min_chain_tau;  // chain's mean tokens per pass must stay at least this (0 = unchecked)
   // Keep each prompt's cache across its runs (EngineConfig::reuse_prefix). A reused
   // cache was filled in other chunks (prompts share the chat template's first tokens),
-  // so its logits differ from the fresh context where a divergence's top-2 gap is
-  // measured, by more than BatchedVsSingleDiff: the tiny pair parted once at a gap of
-  // 0.008 against 0.005 allowed (CI, 2026-12-01). Only a pair that allows near-tie
-  // divergences may reuse.
+  // so its logits differ a little from the fresh context where a divergence's top-2
+  // gap is measured.
   bool reuse_prefix;
 };
 
@@ -209,10 +207,14 @@ std::vector<Variant> VariantsWithGraftFixed() {
 }
 
 TEST(EngineTest, GreedyLosslessTinyPair) {
-  // F32 weights: batched and single-token logits agree to 2.5e-4, no near-tie flips.
+  // F32 weights: batched and single-token logits agree to 1e-5 up to 16 rows, but a
+  // 32-row pass takes another kernel on some CPUs (Intel Xeon, 2026-12-02: 0.0098),
+  // and a random network's top-2 gaps are small: graft-fixed's 32-node trees parted
+  // from ar once in 216 runs, at a gap of 0.008 (the same on CI, 2026-12-01, where it
+  // was first blamed on prefix reuse). Bound: at most 2% of runs part, at near-ties.
   // The tiny draft and target are unrelated random networks: the draft is never
   // accepted (tau 1.00), so its tau is checked with the target as its own draft below.
-  CheckGreedyLossless({"tiny-target.gguf", "tiny-draft.gguf", 4, 24, 0.0, 0.0, false}, VariantsWithGraftFixed());
+  CheckGreedyLossless({"tiny-target.gguf", "tiny-draft.gguf", 4, 24, 0.02, 0.0, false}, VariantsWithGraftFixed());
 }
 
 // With the target as its own draft every drafted token should be accepted (F32: the
