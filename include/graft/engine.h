@@ -170,9 +170,10 @@ class Engine {
 
  private:
   friend class EngineGroup;
-  // An engine on lane `lane` of a target context shared with other engines.
+  // An engine on lane `lane` of a target context and a draft context (null without a
+  // draft) shared with other engines.
   Engine(const Model& target, const Model* draft, const EngineConfig& config, std::shared_ptr<Context> shared_target,
-         int32_t lane);
+         std::shared_ptr<Context> shared_draft, int32_t lane);
   struct State;
   std::unique_ptr<State> s_;
 };
@@ -191,8 +192,10 @@ struct EngineGroupOptions {
 // a joining prompt or a speculative step's tree, into one target pass, then verifies
 // and commits each slot separately. So a stream's tokens are those its engine alone
 // would give (greedy: up to near-ties, where the batched kernels round differently,
-// as for any tree). Requests join (Start) and leave (finished, cancelled) between
-// steps. One thread drives a group; it is not thread-safe.
+// as for any tree). The draft model works the same way: one draft context with a lane
+// per slot, and every slot that drafts this step shares each draft pass (the
+// catch-ups, then level by level). Requests join (Start) and leave (finished,
+// cancelled) between steps. One thread drives a group; it is not thread-safe.
 //
 //   EngineGroup group(target, draft, config, {.slots = 4});
 //   group.Start(0, request, {.method = Method::kGraft});
@@ -230,9 +233,20 @@ class EngineGroup {
   // Cost profile of every slot (Engine::PrepareCostProfile); ms spent measuring.
   double PrepareCostProfile();
 
+  // Draft-model passes the steps have run so far, each shared by every request that
+  // drafted in its step (a request's n_draft_passes counts the ones it took part in).
+  int64_t draft_passes() const { return draft_passes_; }
+
  private:
+  // Drafts of every slot that asked for one this step, in shared passes (DraftTogether).
+  void DraftAll(const std::vector<int32_t>& slots, std::vector<Finished>* done);
+  // Ends `slot`'s request with `error` (what it emitted kept) and empties its lanes.
+  void Fail(int32_t slot, const std::string& error, std::vector<Finished>* done);
+
   EngineGroupOptions options_;
   std::shared_ptr<Context> target_ctx_;
+  std::shared_ptr<Context> draft_ctx_;  // null without a draft
+  int64_t draft_passes_ = 0;
   std::vector<std::unique_ptr<Engine>> engines_;
 };
 

@@ -414,8 +414,8 @@ void Context::CommitSequence(int32_t seq, int32_t path_len, int32_t lane) {
   if (n_lanes() == 1) {
     llama_memory_seq_keep(mem, seq);  // every other sequence is this lane's scratch
   } else {
-    // Only this lane's scratch: other lanes' sequences are theirs. A draft-style
-    // caller (SequenceOps) uses single-lane contexts, so n_leaves bounds the ids used.
+    // Only this lane's scratch: other lanes' sequences are theirs. n_leaves bounds the
+    // ids used (PutTree, and SequenceOps's Decode and SeqCopy, raise it).
     for (int32_t l = 1; l < ls.n_leaves; ++l) {
       if (l != seq) llama_memory_seq_rm(mem, base + l, -1, -1);
     }
@@ -449,12 +449,12 @@ void Context::Truncate(int32_t n, int32_t lane) {
 // ---------------------------------------------------------------- SequenceOps
 
 void SequenceOps::Decode(Context& ctx, const std::vector<BatchEntry>& entries) {
-  GRAFT_CHECK(ctx.n_lanes() == 1, "sequence operations need a single-lane context");
   const int32_t n = static_cast<int32_t>(entries.size());
   GRAFT_CHECK(n >= 1 && n <= ctx.n_batch_, "batch size out of range");
   llama_batch& b = ctx.batch_->batch;
   for (int32_t i = 0; i < n; ++i) {
     const BatchEntry& e = entries[i];
+    Context::LaneState& ls = ctx.Lane(e.lane);
     GRAFT_CHECK(!e.seq_ids.empty() && static_cast<int32_t>(e.seq_ids.size()) <= ctx.n_seq_max_,
                 "bad sequence id list");
     if (e.pos >= ctx.n_ctx_) {
@@ -463,20 +463,28 @@ void SequenceOps::Decode(Context& ctx, const std::vector<BatchEntry>& entries) {
     b.token[i] = e.token;
     b.pos[i] = e.pos;
     b.n_seq_id[i] = static_cast<int32_t>(e.seq_ids.size());
-    for (size_t k = 0; k < e.seq_ids.size(); ++k) b.seq_id[i][k] = e.seq_ids[k];
+    for (size_t k = 0; k < e.seq_ids.size(); ++k) {
+      const int32_t s = e.seq_ids[k];
+      GRAFT_CHECK(s >= 0 && s < ctx.n_seq_max_, "sequence id out of range");
+      b.seq_id[i][k] = ctx.SeqBase(e.lane) + s;
+      ls.n_leaves = std::max(ls.n_leaves, s + 1);  // scratch ids the next commit drops
+    }
     b.logits[i] = e.logits ? 1 : 0;
   }
   ctx.DecodeChecked(n, "decode");
 }
 
-void SequenceOps::SeqCopy(Context& ctx, int32_t src, int32_t dst) {
+void SequenceOps::SeqCopy(Context& ctx, int32_t src, int32_t dst, int32_t lane) {
+  Context::LaneState& ls = ctx.Lane(lane);
+  GRAFT_CHECK(src >= 0 && src < ctx.n_seq_max_ && dst >= 0 && dst < ctx.n_seq_max_, "sequence id out of range");
   llama_memory_t mem = llama_get_memory(ctx.ctx_);
-  llama_memory_seq_rm(mem, dst, -1, -1);
-  llama_memory_seq_cp(mem, src, dst, -1, -1);
+  llama_memory_seq_rm(mem, ctx.SeqBase(lane) + dst, -1, -1);
+  llama_memory_seq_cp(mem, ctx.SeqBase(lane) + src, ctx.SeqBase(lane) + dst, -1, -1);
+  ls.n_leaves = std::max(ls.n_leaves, dst + 1);
 }
 
-void SequenceOps::CommitSequence(Context& ctx, int32_t seq, int32_t path_len) {
-  ctx.CommitSequence(seq, path_len);
+void SequenceOps::CommitSequence(Context& ctx, int32_t seq, int32_t path_len, int32_t lane) {
+  ctx.CommitSequence(seq, path_len, lane);
 }
 
 }  // namespace graft

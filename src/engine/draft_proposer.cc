@@ -10,20 +10,24 @@ class DraftProposer final : public Proposer {
  public:
   DraftProposer(EngineState& es, Method method) : es_(es), method_(method) {}
 
-  void Propose(RequestState& rs, const StepLimits& limits, TokenTree* tree) override {
+  std::optional<DraftParams> Propose(RequestState& rs, const StepLimits& limits, TokenTree*) override {
     const DecodeOptions& o = rs.options;
     DraftParams dp = DraftParamsFor(o, limits, method_ == Method::kPruned ? &es_.calibration : nullptr);
-    if (dp.max_depth < 1) return;
+    if (dp.max_depth < 1) return {};
     if (method_ == Method::kChain) {
       dp.topk = 1;
       dp.frontier = 1;
       dp.budget = std::min(limits.budget, dp.max_depth + 1);
     }
-    DraftTree(es_, rs, dp, tree);
+    max_depth_ = dp.max_depth;
+    return dp;
+  }
+
+  void Drafted(RequestState& rs, const StepLimits&, const DraftCall&, TokenTree* tree) override {
     drafted_ = true;
     ScopedMs t(&rs.stats->t_draft_ms);
-    if (method_ == Method::kChain && tree->size() - 1 < o.draft_min) tree->Reset(tree->token[0]);
-    if (method_ == Method::kPruned) PruneDraft(es_, o, dp.max_depth, tree);
+    if (method_ == Method::kChain && tree->size() - 1 < rs.options.draft_min) tree->Reset(tree->token[0]);
+    if (method_ == Method::kPruned) PruneDraft(es_, rs.options, max_depth_, tree);
   }
 
   void Commit(RequestState&, const VerifyResult& vr, const std::vector<Token>&) override {
@@ -35,6 +39,7 @@ class DraftProposer final : public Proposer {
   EngineState& es_;
   Method method_;
   bool drafted_ = false;  // the drafter holds this step's tree: commit its cache
+  int32_t max_depth_ = 0;  // of this step's draft
 };
 
 }  // namespace

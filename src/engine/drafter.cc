@@ -9,7 +9,6 @@
 #include "graft/error.h"
 
 namespace graft {
-namespace {
 
 // The dense draft tree while it grows, level by level. `key` ranks nodes: the path
 // score (product of draft probabilities) or, in calibrated mode, the calibrated path
@@ -85,41 +84,118 @@ struct DenseTree {
   }
 };
 
-}  // namespace
+Drafter::Drafter(Context* ctx, int32_t lane) : ctx_(ctx), lane_(lane) {}
+Drafter::~Drafter() = default;
 
 int32_t Drafter::Draft(const std::vector<Token>& committed, const DraftParams& params, TokenTree* tree,
                        std::vector<int32_t>* pass_rows) {
-  GRAFT_CHECK(!committed.empty(), "nothing committed");
-  // Catch up: the draft cache holds committed[0, n_past); decode the rest, root last.
-  if (ctx_->n_past() >= static_cast<int32_t>(committed.size())) ctx_->Truncate(static_cast<int32_t>(committed.size()) - 1);
-  const std::vector<Token> pending(committed.begin() + ctx_->n_past(), committed.end());
-  DenseTree dense(params, ctx_->model().n_vocab(), committed.back());
-  dense.AddChildren(0, ctx_->Prefill(pending, true));
-  int32_t passes = 1;
-  if (pass_rows != nullptr) GenerationStats::CountPass(pass_rows, static_cast<int32_t>(pending.size()));
-  const int32_t base = ctx_->n_past() - 1;  // position of the root
+  std::vector<DraftJob> jobs{{this, &committed, params, tree, pass_rows}};
+  return DraftTogether(jobs);
+}
 
+void Drafter::Start(const std::vector<Token>& committed, const DraftParams& params, std::vector<BatchEntry>* rows) {
+  GRAFT_CHECK(!committed.empty(), "nothing committed");
+  GRAFT_CHECK(!dense_, "a draft is already in progress");
+  // Catch up: the draft cache holds committed[0, n_past); decode the rest, root last.
+  const int32_t n = static_cast<int32_t>(committed.size());
+  if (ctx_->n_past(lane_) >= n) ctx_->Truncate(n - 1, lane_);
+  if (n - ctx_->n_past(lane_) > kMaxCatchUpRows) {
+    const int32_t from = ctx_->n_past(lane_);
+    ctx_->Prefill(TokenSpan(committed).subspan(from, n - kMaxCatchUpRows - from), false, lane_);
+  }
+  params_ = params;
+  dense_ = std::make_unique<DenseTree>(params_, ctx_->model().n_vocab(), committed.back());
+  const int32_t from = ctx_->n_past(lane_);
+  catch_up_ = n - from;
+  for (int32_t i = from; i < n; ++i) rows->push_back({committed[i], i, {0}, i == n - 1, lane_});
+  base_ = n - 1;
+  max_depth_ = std::min(params_.max_depth, ctx_->n_ctx() - base_ - 2);
+  depth_ = 0;
+  next_seq_ = 1;
+  expand_.clear();
+}
+
+bool Drafter::Continue(int32_t row0, std::vector<BatchEntry>* rows) {
+  GRAFT_CHECK(dense_, "no draft in progress");
+  DenseTree& dense = *dense_;
+  if (catch_up_ > 0) {
+    SequenceOps::CommitSequence(*ctx_, 0, catch_up_, lane_);  // the catch-up joins the prefix
+    dense.AddChildren(0, ctx_->Logits(row0 + catch_up_ - 1));
+    catch_up_ = 0;
+  } else {
+    dense.level.clear();
+    for (size_t j = 0; j < expand_.size(); ++j) {
+      dense.AddChildren(expand_[j], ctx_->Logits(row0 + static_cast<int32_t>(j)));
+    }
+  }
   // Expand level by level: each frontier node decodes in a fresh sequence id that
   // first copies its parent's, so it attends to exactly the prefix and its ancestors.
-  const int32_t max_depth = std::min(params.max_depth, ctx_->n_ctx() - base - 2);
-  int32_t next_seq = 1;
-  for (int32_t depth = 1; depth < max_depth; ++depth) {
-    const std::vector<int32_t> expand = dense.Frontier(ctx_->n_seq_max() - next_seq);
-    if (expand.empty()) break;
-    std::vector<BatchEntry> batch;
-    for (int32_t v : expand) {
-      const int32_t s = next_seq++;
-      SequenceOps::SeqCopy(*ctx_, dense.seq[dense.tree.parent[v]], s);
-      dense.seq[v] = s;
-      batch.push_back({dense.tree.token[v], base + depth, {s}, true});
-    }
-    SequenceOps::Decode(*ctx_, batch);
-    ++passes;
-    if (pass_rows != nullptr) GenerationStats::CountPass(pass_rows, static_cast<int32_t>(batch.size()));
-    dense.level.clear();
-    for (size_t j = 0; j < expand.size(); ++j) dense.AddChildren(expand[j], ctx_->Logits(static_cast<int32_t>(j)));
+  if (++depth_ >= max_depth_) return false;
+  expand_ = dense.Frontier(ctx_->n_seq_max() - next_seq_);
+  if (expand_.empty()) return false;
+  for (int32_t v : expand_) {
+    const int32_t s = next_seq_++;
+    SequenceOps::SeqCopy(*ctx_, dense.seq[dense.tree.parent[v]], s, lane_);
+    dense.seq[v] = s;
+    rows->push_back({dense.tree.token[v], base_ + depth_, {s}, true, lane_});
   }
-  dense.RerankInto(tree, &seq_);
+  return true;
+}
+
+void Drafter::Abandon() {
+  dense_.reset();
+  seq_.clear();
+  expand_.clear();
+  catch_up_ = 0;
+}
+
+void Drafter::Finish(TokenTree* tree) {
+  GRAFT_CHECK(dense_, "no draft in progress");
+  dense_->RerankInto(tree, &seq_);
+  dense_.reset();
+}
+
+int32_t DraftTogether(std::vector<DraftJob>& jobs) {
+  if (jobs.empty()) return 0;
+  Context& ctx = jobs[0].drafter->context();
+  for (const DraftJob& job : jobs) {
+    GRAFT_CHECK(&job.drafter->context() == &ctx, "drafts drafted together share one context");
+  }
+  int32_t passes = 0;
+  try {
+    std::vector<BatchEntry> rows;
+    std::vector<int32_t> row0(jobs.size()), live;
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      jobs[j].passes = 0;
+      row0[j] = static_cast<int32_t>(rows.size());
+      jobs[j].drafter->Start(*jobs[j].committed, jobs[j].params, &rows);
+      live.push_back(static_cast<int32_t>(j));
+    }
+    while (!live.empty()) {
+      SequenceOps::Decode(ctx, rows);
+      ++passes;
+      // Each live job's rows run from its row0 to the next live job's.
+      std::vector<BatchEntry> next;
+      std::vector<int32_t> still;
+      for (size_t k = 0; k < live.size(); ++k) {
+        DraftJob& job = jobs[live[k]];
+        const int32_t end = k + 1 < live.size() ? row0[live[k + 1]] : static_cast<int32_t>(rows.size());
+        ++job.passes;
+        if (job.pass_rows != nullptr) GenerationStats::CountPass(job.pass_rows, end - row0[live[k]]);
+        const int32_t at = static_cast<int32_t>(next.size());
+        if (job.drafter->Continue(row0[live[k]], &next)) {
+          row0[live[k]] = at;
+          still.push_back(live[k]);
+        }
+      }
+      rows.swap(next);
+      live.swap(still);
+    }
+  } catch (...) {
+    for (DraftJob& job : jobs) job.drafter->Abandon();
+    throw;
+  }
+  for (DraftJob& job : jobs) job.drafter->Finish(job.tree);
   return passes;
 }
 
@@ -137,7 +213,7 @@ void Drafter::Commit(const std::vector<int32_t>& accepted) {
     seq = s;
     len = static_cast<int32_t>(i);
   }
-  SequenceOps::CommitSequence(*ctx_, seq, len);
+  SequenceOps::CommitSequence(*ctx_, seq, len, lane_);
   seq_.clear();
 }
 

@@ -10,8 +10,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "backend/sequence_ops.h"
 #include "graft/backend.h"
 #include "graft/calibration.h"
 #include "graft/engine.h"
@@ -35,17 +37,40 @@ struct DraftParams {
   float min_accept = 0.0f;
 };
 
+struct DenseTree;
+
 class Drafter {
  public:
-  explicit Drafter(Context* ctx) : ctx_(ctx) {}
+  // A drafter over lane `lane` of `ctx` (the lane's sequence ids are its own).
+  explicit Drafter(Context* ctx, int32_t lane = 0);
+  ~Drafter();
+  Drafter(const Drafter&) = delete;
+  Drafter& operator=(const Drafter&) = delete;
+
+  Context& context() const { return *ctx_; }
+  int32_t lane() const { return lane_; }
 
   // Builds a draft tree rooted at committed.back() into `tree` (Reset by the caller's
   // root). `committed` = all committed tokens, root last. Returns the number of draft
   // decode calls; `pass_rows`, when not null, counts each call by its rows (the
   // catch-up's tokens, then each level's frontier; see CountPass). After it,
-  // DraftSeq(i) tells which tree nodes the draft decoded.
+  // DraftSeq(i) tells which tree nodes the draft decoded. = Start, then one Decode
+  // and Continue per pass until it says stop, then Finish.
   int32_t Draft(const std::vector<Token>& committed, const DraftParams& params, TokenTree* tree,
                 std::vector<int32_t>* pass_rows = nullptr);
+
+  // The same, one pass at a time, so that drafters on several lanes of one context can
+  // share every pass (DraftTogether). Start appends the first pass's rows (the
+  // catch-up, root last) to `rows`; a catch-up longer than kMaxCatchUpRows first
+  // prefills its head alone. After the pass that held them from batch row `row0`,
+  // Continue grows the tree from their logits and appends the next level's rows; it
+  // returns false when drafting is over. Finish writes the tree (as Draft).
+  static constexpr int32_t kMaxCatchUpRows = 64;
+  void Start(const std::vector<Token>& committed, const DraftParams& params, std::vector<BatchEntry>* rows);
+  bool Continue(int32_t row0, std::vector<BatchEntry>* rows);
+  void Finish(TokenTree* tree);
+  // Forgets a draft in progress after a failed pass (the caller truncates the lane).
+  void Abandon();
 
   // Sequence id holding node i of the last Draft()'s tree in the draft cache, or -1
   // if node i was proposed but never decoded. Root = 0.
@@ -60,7 +85,32 @@ class Drafter {
 
  private:
   Context* ctx_;
+  int32_t lane_;
+  DraftParams params_;             // of the draft in progress
+  std::unique_ptr<DenseTree> dense_;  // the draft in progress (Start .. Finish)
+  std::vector<int32_t> expand_;    // nodes whose rows the pass in flight holds
+  int32_t catch_up_ = 0;           // rows of the catch-up in flight (0 = a level is)
+  int32_t base_ = 0;               // position of the root
+  int32_t depth_ = 0;              // level the pass in flight decodes
+  int32_t max_depth_ = 0;
+  int32_t next_seq_ = 1;
   std::vector<int32_t> seq_;  // [tree nodes] draft sequence id, -1 = not decoded
 };
+
+// One drafter's share of DraftTogether.
+struct DraftJob {
+  Drafter* drafter;
+  const std::vector<Token>* committed;  // as Draft's
+  DraftParams params;
+  TokenTree* tree;                      // holds the root on entry
+  std::vector<int32_t>* pass_rows = nullptr;  // counts this drafter's rows per pass
+  int32_t passes = 0;                   // out: passes this drafter took part in
+};
+
+// Drafts every job at once, each on its own lane of one context: each pass holds every
+// unfinished job's next rows (first the catch-ups, then level after level), so n
+// requests' drafts cost one pass per level instead of n. Each tree is the one Draft
+// would build alone, up to the rounding of batched kernels. Returns the passes run.
+int32_t DraftTogether(std::vector<DraftJob>& jobs);
 
 }  // namespace graft

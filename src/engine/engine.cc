@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 
 #include "engine/proposer.h"
 #include "graft/cost_profile.h"
@@ -56,6 +57,8 @@ struct Engine::State : EngineState {
     RequestState rs;
     Rng rng;
     TokenTree tree;
+    StepLimits limits{1, 0, {}};        // of the step being proposed
+    std::optional<DraftParams> draft;  // the draft the proposer asked for, not yet run
     Proposer* proposer = nullptr;
     bool decoding = false;  // the prompt is prefilled
     std::chrono::steady_clock::time_point t0;  // start of the current phase (prefill, decode)
@@ -97,7 +100,7 @@ struct Engine::State : EngineState {
       while (common < limit && tctx_tokens[common] == prompt[common]) ++common;
     }
     if (static_cast<int32_t>(common) < tctx->n_past(lane)) tctx->Truncate(static_cast<int32_t>(common), lane);
-    if (dctx && static_cast<int32_t>(common) < dctx->n_past()) dctx->Truncate(static_cast<int32_t>(common));
+    if (dctx && static_cast<int32_t>(common) < dctx->n_past(lane)) dctx->Truncate(static_cast<int32_t>(common), lane);
     tctx_tokens.resize(tctx->n_past(lane));
     f.t0 = std::chrono::steady_clock::now();
   }
@@ -123,7 +126,9 @@ struct Engine::State : EngineState {
 
   // Builds the step's tree in flight->tree, to be evaluated after `pending` prompt
   // tokens in the same pass; false when the context is full (the generation is over,
-  // stop reason "context").
+  // stop reason "context"). When the proposer asks for a draft, flight->draft says
+  // which, and the tree is finished by DraftAlone, or by a group's shared draft and
+  // Drafted.
   bool Propose(const BatchLoad& load, int32_t pending = 0) {
     Flight& f = *flight;
     const int32_t room = tctx->n_ctx() - tctx->n_past(lane) - pending;
@@ -131,10 +136,25 @@ struct Engine::State : EngineState {
       f.result.stats.stop_reason = "context";
       return false;
     }
-    const StepLimits limits{std::max(1, std::min(f.o.tree_budget, room)), room - 1, load};
+    f.limits = StepLimits{std::max(1, std::min(f.o.tree_budget, room)), room - 1, load};
     f.tree.Reset(f.rs.committed.back());
-    f.proposer->Propose(f.rs, limits, &f.tree);
+    f.draft = f.proposer->Propose(f.rs, f.limits, &f.tree);
+    if (f.draft) f.tree.Reset(f.rs.committed.back());
     return true;
+  }
+
+  // Runs the draft flight->draft asks for, on this engine's own passes.
+  void DraftAlone() {
+    Flight& f = *flight;
+    const DraftCall call = DraftTree(*this, f.rs, *f.draft, &f.tree);
+    Drafted(call);
+  }
+
+  // The draft of flight->draft is in flight->tree: the proposer finishes the tree.
+  void Drafted(const DraftCall& call) {
+    Flight& f = *flight;
+    f.draft.reset();
+    f.proposer->Drafted(f.rs, f.limits, call, &f.tree);
   }
 
   // After the target pass that held flight->tree from batch row `row0`: greedy or
@@ -159,7 +179,10 @@ struct Engine::State : EngineState {
   void Abort() {
     tctx->Truncate(0, lane);
     tctx_tokens.clear();
-    if (dctx) dctx->Truncate(0);
+    if (dctx) {
+      drafter->Abandon();
+      dctx->Truncate(0, lane);
+    }
     flight.reset();
   }
 };
@@ -241,10 +264,10 @@ bool Engine::State::FinishStep(int32_t row0, double pass_ms) {
 }
 
 Engine::Engine(const Model& target, const Model* draft, const EngineConfig& config)
-    : Engine(target, draft, config, nullptr, 0) {}
+    : Engine(target, draft, config, nullptr, nullptr, 0) {}
 
 Engine::Engine(const Model& target, const Model* draft, const EngineConfig& config,
-               std::shared_ptr<Context> shared_target, int32_t lane)
+               std::shared_ptr<Context> shared_target, std::shared_ptr<Context> shared_draft, int32_t lane)
     : s_(std::make_unique<State>(target, draft, config)) {
   if (config.max_tree < 1) throw Error("tree budget must be at least 1");
   ContextOptions co;
@@ -260,11 +283,15 @@ Engine::Engine(const Model& target, const Model* draft, const EngineConfig& conf
   }
   if (draft != nullptr) {
     CheckDraftCompatible(target, *draft);
-    ContextOptions dco = co;
-    dco.max_tree = 64;
-    dco.n_seq_max = 128;
-    s_->dctx = std::make_unique<Context>(*draft, dco);
-    s_->drafter = std::make_unique<Drafter>(s_->dctx.get());
+    if (shared_draft) {
+      s_->dctx = std::move(shared_draft);
+    } else {
+      ContextOptions dco = co;
+      dco.max_tree = 64;
+      dco.n_seq_max = 128;
+      s_->dctx = std::make_shared<Context>(*draft, dco);
+    }
+    s_->drafter = std::make_unique<Drafter>(s_->dctx.get(), s_->lane);
   }
   if (!config.index_path.empty()) {
     s_->datastore = Datastore::Open(config.index_path, target.VocabFingerprint());
@@ -320,6 +347,7 @@ GenerateResult Engine::Generate(const GenerateRequest& req, const DecodeOptions&
     }
     s.BeginDecode();
     while (s.Propose({})) {
+      if (s.flight->draft) s.DraftAlone();
       double pass_ms = 0;
       {
         ScopedMs t(&pass_ms);
@@ -356,8 +384,18 @@ EngineGroup::EngineGroup(const Model& target, const Model* draft, const EngineCo
   co.n_lanes = options.slots;
   co.n_batch = std::max(co.n_batch, options.prefill_chunk + config.max_tree * options.slots);
   target_ctx_ = std::make_shared<Context>(target, co);
+  if (draft != nullptr) {
+    CheckDraftCompatible(target, *draft);
+    // A lane per slot, each with as many sequence ids (frontier nodes per draft) as
+    // llama.cpp's 256 leave, and rows for every slot's catch-up in one pass.
+    ContextOptions dco = co;
+    dco.max_tree = 64;
+    dco.n_seq_max = std::min(128, 256 / options.slots);
+    dco.n_batch = std::max(512, Drafter::kMaxCatchUpRows * options.slots);
+    draft_ctx_ = std::make_shared<Context>(*draft, dco);
+  }
   for (int32_t i = 0; i < options.slots; ++i) {
-    engines_.push_back(std::unique_ptr<Engine>(new Engine(target, draft, config, target_ctx_, i)));
+    engines_.push_back(std::unique_ptr<Engine>(new Engine(target, draft, config, target_ctx_, draft_ctx_, i)));
   }
 }
 
@@ -379,6 +417,58 @@ void EngineGroup::Start(int32_t slot, GenerateRequest request, const DecodeOptio
   e.s_->Start(std::move(request), options);
 }
 
+void EngineGroup::Fail(int32_t slot, const std::string& error, std::vector<Finished>* done) {
+  Engine::State& s = *engines_[slot]->s_;
+  GenerateResult partial = std::move(s.flight->result);
+  partial.stats.n_generated = static_cast<int32_t>(partial.tokens.size());
+  s.Abort();
+  done->push_back({slot, std::move(partial), error});
+}
+
+void EngineGroup::DraftAll(const std::vector<int32_t>& slots, std::vector<Finished>* done) {
+  using State = Engine::State;
+  const auto fail = [&](int32_t slot, const std::string& error) { Fail(slot, error, done); };
+  std::vector<DraftJob> jobs;
+  std::vector<int32_t> job_slot;
+  std::vector<DraftCall> calls;
+  for (int32_t i : slots) {
+    State& s = *engines_[i]->s_;
+    RequestState& rs = s.flight->rs;
+    try {
+      PrefillDraftPrompt(s, rs);  // alone: a long pass the others should not wait on twice
+    } catch (const std::exception& e) {
+      fail(i, e.what());
+      continue;
+    }
+    jobs.push_back({s.drafter.get(), &rs.committed, *s.flight->draft, &s.flight->tree, &rs.stats->draft_pass_rows});
+    job_slot.push_back(i);
+    calls.push_back({0, DraftCatchUp(s, rs)});
+  }
+  if (jobs.empty()) return;
+  double ms = 0;
+  try {
+    ScopedMs t(&ms);
+    draft_passes_ += DraftTogether(jobs);
+  } catch (const std::exception& e) {
+    for (int32_t i : job_slot) fail(i, e.what());
+    return;
+  }
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const int32_t i = job_slot[j];
+    State& s = *engines_[i]->s_;
+    GenerationStats& st = *s.flight->rs.stats;
+    st.t_draft_ms += ms;  // each request waited for every shared pass
+    st.n_draft_passes += jobs[j].passes;
+    ++st.n_draft_steps;
+    calls[j].passes = jobs[j].passes;
+    try {
+      s.Drafted(calls[j]);
+    } catch (const std::exception& e) {
+      fail(i, e.what());
+    }
+  }
+}
+
 double EngineGroup::PrepareCostProfile() {
   double ms = 0;
   for (auto& e : engines_) ms += e->PrepareCostProfile();
@@ -393,10 +483,7 @@ std::vector<EngineGroup::Finished> EngineGroup::Step() {
     if (error.empty()) {
       done.push_back({slot, s.Finish(), ""});
     } else {
-      GenerateResult partial = std::move(s.flight->result);
-      partial.stats.n_generated = static_cast<int32_t>(partial.tokens.size());
-      s.Abort();
-      done.push_back({slot, std::move(partial), error});
+      Fail(slot, error, &done);
     }
   };
   // Finishes slot `i` as cancelled when its request says stop; true if it did.
@@ -451,10 +538,12 @@ std::vector<EngineGroup::Finished> EngineGroup::Step() {
     }
   }
   // Then one tree per decoding request, each sized against the rows already in the
-  // pass and one root for every request still to propose.
+  // pass and one root for every request still to propose. A request that drafts counts
+  // its draft budget until its tree is built (the drafts run together, below).
   BatchLoad load;
   for (const LaneWork& w : work) load.rows += static_cast<int32_t>(w.prefill.size());
   for (int32_t i : decoding) load.rows += static_cast<int32_t>(last_chunk[i].size());
+  std::vector<int32_t> proposed, drafting;
   for (size_t k = 0; k < decoding.size(); ++k) {
     const int32_t i = decoding[k];
     State& s = *engines_[i]->s_;
@@ -469,10 +558,22 @@ std::vector<EngineGroup::Finished> EngineGroup::Step() {
       finish(i, e.what());
       continue;
     }
+    proposed.push_back(i);
+    if (s.flight->draft) {
+      drafting.push_back(i);
+      load.rows += s.flight->draft->budget;
+      load.tokens += 1.0;
+    } else {
+      load.rows += s.flight->tree.size();
+      load.tokens += 1.0 + ExpectedAcceptedLength(s.flight->tree, s.calibration);
+    }
+  }
+  DraftAll(drafting, &done);
+  for (int32_t i : proposed) {
+    State& s = *engines_[i]->s_;
+    if (!s.flight) continue;  // its draft failed
     work.push_back({s.lane, last_chunk[i], &s.flight->tree});
     work_slot.push_back(i);
-    load.rows += s.flight->tree.size();
-    load.tokens += 1.0 + ExpectedAcceptedLength(s.flight->tree, s.calibration);
   }
   if (work.empty()) return done;
 

@@ -19,7 +19,7 @@ class GraftProposer final : public Proposer {
     cost_ = rs.options.adaptive ? &es_.Costs(&rs.stats->t_calibrate_ms) : nullptr;
   }
 
-  void Propose(RequestState& rs, const StepLimits& limits, TokenTree* tree) override {
+  std::optional<DraftParams> Propose(RequestState& rs, const StepLimits& limits, TokenTree* tree) override {
     const DecodeOptions& o = rs.options;
     drafted_ = false;
     draft_ms_ = 0;
@@ -30,19 +30,34 @@ class GraftProposer final : public Proposer {
       Retrieve(rs, limits, *tree, {0}, limits.budget - 1);
       GraftRetrieved(rs, limits, tree);
       // Under load (other requests in the pass, EngineGroup) the draft model never runs
-      // in the adaptive policy: its passes are this request's own, one per level before
-      // the shared pass, so every request in the step would wait for them.
+      // in the adaptive policy: its passes come before the shared pass, so every request
+      // in the step waits for them, and the gate prices one request's gain only.
       skip_draft = (cost_ != nullptr && (limits.load.rows > 0 || !GateDrafts(rs, limits))) ||
                    (o.skip_draft_gain > 0 && ExpectedAcceptedLength(*tree, es_.calibration) >= o.skip_draft_gain);
       if (!skip_draft) tree->Reset(tree->token[0]);
     }
     if (!skip_draft) {
-      Draft(rs, limits, tree);
-      Retrieve(rs, limits, *tree, BestNodes(*tree, o.retrieve_nodes), limits.budget - tree->size());
-      GraftRetrieved(rs, limits, tree);
+      // A calibrated draft tree, pruned in Drafted.
+      const DraftParams dp = DraftParamsFor(rs.options, limits, &es_.calibration);
+      if (dp.max_depth >= 1) return dp;
+      GraftUnder(rs, limits, tree);
     }
-    if (cost_ != nullptr) KeepBestSize(rs, limits, tree);
-    tree_size_ = tree->size();
+    Done(rs, limits, tree);
+    return {};
+  }
+
+  void Drafted(RequestState& rs, const StepLimits& limits, const DraftCall& call, TokenTree* tree) override {
+    const DraftParams dp = DraftParamsFor(rs.options, limits, &es_.calibration);
+    drafted_ = true;
+    // Modelled cost: the catch-up pass over the tokens the draft cache lacked, then
+    // one pass per level over at most `frontier` rows.
+    if (cost_ != nullptr) draft_ms_ = cost_->DraftMs(call.catch_up) + (call.passes - 1) * cost_->DraftMs(dp.frontier);
+    {
+      ScopedMs t(&rs.stats->t_draft_ms);
+      PruneDraft(es_, rs.options, dp.max_depth, tree);
+    }
+    GraftUnder(rs, limits, tree);
+    Done(rs, limits, tree);
   }
 
   void Learn(RequestState&, const TokenTree& tree, const VerifyResult& vr,
@@ -101,17 +116,16 @@ class GraftProposer final : public Proposer {
     query_.GraftInto(tree, limits.budget, limits.max_depth, rs.options.prune.min_accept_prob, es_.calibration);
   }
 
-  // A calibrated draft tree, pruned; its modelled cost goes to draft_ms_.
-  void Draft(RequestState& rs, const StepLimits& limits, TokenTree* tree) {
-    const DraftParams dp = DraftParamsFor(rs.options, limits, &es_.calibration);
-    if (dp.max_depth < 1) return;
-    const DraftCall call = DraftTree(es_, rs, dp, tree);
-    drafted_ = true;
-    // Modelled cost: the catch-up pass over the tokens the draft cache lacked, then
-    // one pass per level over at most `frontier` rows.
-    if (cost_ != nullptr) draft_ms_ = cost_->DraftMs(call.catch_up) + (call.passes - 1) * cost_->DraftMs(dp.frontier);
-    ScopedMs t(&rs.stats->t_draft_ms);
-    PruneDraft(es_, rs.options, dp.max_depth, tree);
+  // Retrieval under the root and the best kept nodes, grafted into the free slots.
+  void GraftUnder(RequestState& rs, const StepLimits& limits, TokenTree* tree) {
+    Retrieve(rs, limits, *tree, BestNodes(*tree, rs.options.retrieve_nodes), limits.budget - tree->size());
+    GraftRetrieved(rs, limits, tree);
+  }
+
+  // The tree is complete: its size, as the cost model would have it.
+  void Done(RequestState& rs, const StepLimits& limits, TokenTree* tree) {
+    if (cost_ != nullptr) KeepBestSize(rs, limits, tree);
+    tree_size_ = tree->size();
   }
 
   // The root and the `n` kept nodes most likely to be accepted, most likely first.

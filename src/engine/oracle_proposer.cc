@@ -26,10 +26,10 @@ class OracleProposer final : public Proposer {
     diverged_ = false;
   }
 
-  void Propose(RequestState& rs, const StepLimits& limits, TokenTree* tree) override {
+  std::optional<DraftParams> Propose(RequestState& rs, const StepLimits& limits, TokenTree* tree) override {
     const std::vector<Token>& oracle = rs.request.oracle;
     const int64_t from = Align(rs);
-    if (from < 0) return;
+    if (from < 0) return {};
     CandidateTrie trie;
     int32_t parent = -1;
     for (size_t i = from; i < oracle.size() && trie.size() < limits.budget - 1; ++i) {
@@ -39,6 +39,7 @@ class OracleProposer final : public Proposer {
     q.Add(std::move(trie), 0, Source::kOracle);
     ScopedMs t(&rs.stats->t_graft_ms);
     q.GraftInto(tree, limits.budget, limits.max_depth, 0.0f, calibration_);
+    return {};
   }
 
  private:

@@ -14,7 +14,7 @@ constexpr int32_t kRecycleK = 8;      // top-k of verification logits fed to the
 // ar: the tree is the root alone, so each pass emits the target's next token.
 class ArProposer final : public Proposer {
  public:
-  void Propose(RequestState&, const StepLimits&, TokenTree*) override {}
+  std::optional<DraftParams> Propose(RequestState&, const StepLimits&, TokenTree*) override { return {}; }
 };
 
 }  // namespace
@@ -77,22 +77,27 @@ void PruneDraft(EngineState& es, const DecodeOptions& o, int32_t max_depth, Toke
 
 int32_t DraftCatchUp(const EngineState& es, const RequestState& rs) {
   const int32_t committed = static_cast<int32_t>(rs.committed.size());
-  return committed - std::min(es.dctx->n_past(), committed - 1);
+  return committed - std::min(es.dctx->n_past(es.lane), committed - 1);
+}
+
+void PrefillDraftPrompt(EngineState& es, RequestState& rs) {
+  GenerationStats& st = *rs.stats;
+  const std::vector<Token>& prompt = rs.request.prompt;
+  const int32_t prompt_end = static_cast<int32_t>(prompt.size()) - 1;
+  const int32_t have = es.dctx->n_past(es.lane);
+  if (have >= prompt_end) return;
+  double ms = 0;
+  {
+    ScopedMs t(&ms);
+    es.dctx->Prefill(TokenSpan(prompt).subspan(have, prompt_end - have), false, es.lane);
+  }
+  st.t_prefill_ms += ms;
+  rs.lazy_prefill_ms += ms;
 }
 
 DraftCall DraftTree(EngineState& es, RequestState& rs, const DraftParams& params, TokenTree* tree) {
   GenerationStats& st = *rs.stats;
-  const std::vector<Token>& prompt = rs.request.prompt;
-  const int32_t prompt_end = static_cast<int32_t>(prompt.size()) - 1;
-  if (es.dctx->n_past() < prompt_end) {
-    double ms = 0;
-    {
-      ScopedMs t(&ms);
-      es.dctx->Prefill(TokenSpan(prompt).subspan(es.dctx->n_past(), prompt_end - es.dctx->n_past()), false);
-    }
-    st.t_prefill_ms += ms;
-    rs.lazy_prefill_ms += ms;
-  }
+  PrefillDraftPrompt(es, rs);
   ScopedMs t(&st.t_draft_ms);
   DraftCall call;
   call.catch_up = DraftCatchUp(es, rs);

@@ -2,7 +2,9 @@
 // target pass verifies. The loop (engine.cc) never asks which method it runs:
 //
 //   Begin(request)                once per request, after the prompt's prefill
-//   Propose(step, &tree)          tree = root (the last committed token) + proposals
+//   Propose(step, &tree)          tree = root (the last committed token) + proposals;
+//                                 or it asks for a draft, and then
+//   Drafted(step, call, &tree)    finishes the tree the draft model built
 //   <one target pass, verification>
 //   Learn(step, tree, verdict)    after verification, before the target cache commits
 //   Commit(step, verdict)         the accepted path is committed; follow it
@@ -11,6 +13,9 @@
 // cache, the cost profile) is in EngineState, shared by the proposers; a proposer
 // object lives as long as its engine, so it may keep its own learned state too
 // (graft's draft gate). Adding a method = one proposer file + a row in methods.cc.
+//
+// The draft model runs between Propose and Drafted, outside the proposer, so that an
+// EngineGroup can draft for all its requests in shared passes (DraftTogether).
 #pragma once
 
 #include <cstdint>
@@ -44,9 +49,10 @@ struct EngineState {
   const Model* draft;  // may be null
   EngineConfig config;
   std::shared_ptr<Context> tctx;      // target KV cache (shared by an EngineGroup's engines)
-  int32_t lane = 0;                   // this engine's lane of tctx: its committed tokens
-  std::unique_ptr<Context> dctx;      // draft KV cache (null without a draft)
-  std::unique_ptr<Drafter> drafter;   // over dctx
+  int32_t lane = 0;                   // this engine's lane of tctx (and dctx): its committed tokens
+  std::shared_ptr<Context> dctx;      // draft KV cache (null without a draft; lane `lane`,
+                                      // shared by an EngineGroup's engines)
+  std::unique_ptr<Drafter> drafter;   // over dctx's lane `lane`
   std::unique_ptr<Datastore> datastore;  // corpus index (null without --index)
   HistoryIndex history;      // earlier outputs of this engine
   NextTokenTable recycle;    // successors seen in the target's verification logits
@@ -78,12 +84,24 @@ struct StepLimits {
   BatchLoad load;     // other requests' share of the same target pass (EngineGroup)
 };
 
+// The draft model's side of one step, as built by the loop between Propose and Drafted.
+struct DraftCall {
+  int32_t passes = 0;    // draft decode calls, the catch-up included
+  int32_t catch_up = 0;  // rows of the catch-up pass (committed tokens the cache lacked)
+};
+
 class Proposer {
  public:
   virtual ~Proposer() = default;
   virtual void Begin(RequestState& rs) {}
   // `tree` holds just the root on entry; add proposals (at most limits.budget nodes).
-  virtual void Propose(RequestState& rs, const StepLimits& limits, TokenTree* tree) = 0;
+  // Returns the draft the step still needs, or nullopt when the tree is done. With a
+  // draft, the loop resets `tree` to its root, has the draft model build it (Drafter,
+  // these params) and calls Drafted with the same limits.
+  virtual std::optional<DraftParams> Propose(RequestState& rs, const StepLimits& limits, TokenTree* tree) = 0;
+  // After the draft Propose asked for: `tree` is the drafted tree, the drafter holds
+  // its nodes (Drafter::DraftSeq). Finish the tree.
+  virtual void Drafted(RequestState& rs, const StepLimits& limits, const DraftCall& call, TokenTree* tree) {}
   // After verification, before the target cache commits. `logits(node)` is the target's
   // row for a verified node. Calibration is recorded by the loop, not here.
   virtual void Learn(RequestState& rs, const TokenTree& tree, const VerifyResult& vr,
@@ -131,13 +149,11 @@ void PruneDraft(EngineState& es, const DecodeOptions& o, int32_t max_depth, Toke
 // that prompt too. O(1).
 int32_t DraftCatchUp(const EngineState& es, const RequestState& rs);
 
-// The draft model's side of a request: its copy of the prompt is prefilled lazily (a
-// method may never draft), billed as prefill; drafting catches the rest up.
-// `tree` must hold just the root.
-struct DraftCall {
-  int32_t passes;    // draft decode calls, the catch-up included
-  int32_t catch_up;  // rows of the catch-up pass (committed tokens the cache lacked)
-};
+// The draft model's copy of the request's prompt, prefilled lazily (a method may never
+// draft) and billed as prefill; drafting catches the rest up.
+void PrefillDraftPrompt(EngineState& es, RequestState& rs);
+
+// Drafts `tree` (just the root on entry) alone: PrefillDraftPrompt, then the draft.
 DraftCall DraftTree(EngineState& es, RequestState& rs, const DraftParams& params, TokenTree* tree);
 
 // Feeds the next-token table from the target's rows of the accepted nodes. O(accepted x V).

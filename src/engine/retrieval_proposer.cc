@@ -14,7 +14,7 @@ class RetrievalProposer final : public Proposer {
     if (method_ == Method::kSuffix) es_.request.Reset(rs.request.prompt);
   }
 
-  void Propose(RequestState& rs, const StepLimits& limits, TokenTree* tree) override {
+  std::optional<DraftParams> Propose(RequestState& rs, const StepLimits& limits, TokenTree* tree) override {
     Retrieval q;
     {
       ScopedMs t(&rs.stats->t_retrieve_ms);
@@ -22,6 +22,7 @@ class RetrievalProposer final : public Proposer {
     }
     ScopedMs t(&rs.stats->t_graft_ms);
     q.GraftInto(tree, limits.budget, limits.max_depth, 0.0f, es_.calibration);
+    return {};
   }
 
   void Learn(RequestState&, const TokenTree& tree, const VerifyResult& vr,

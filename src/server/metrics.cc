@@ -46,10 +46,11 @@ void Metrics::CountGeneration(const GenerationStats& st, Method m, const std::st
   }
 }
 
-void Metrics::CountStep(double ms) {
+void Metrics::CountStep(double ms, int64_t draft_passes) {
   std::lock_guard lk(mu_);
   ++steps_;
   busy_ms_ += ms;
+  step_draft_passes_ += draft_passes;
 }
 
 void Metrics::CountDropped() {
@@ -111,6 +112,9 @@ std::string Metrics::Render(const QueueGauges& g) const {
   o << "graft_steps_total " << steps_ << '\n';
   Header(o, "graft_busy_seconds_total", "counter", "wall time spent in engine steps");
   o << "graft_busy_seconds_total " << busy_ms_ / 1000 << '\n';
+  Header(o, "graft_step_draft_passes_total", "counter",
+         "draft-model passes run by engine steps, each shared by every request drafting in its step");
+  o << "graft_step_draft_passes_total " << step_draft_passes_ << '\n';
   Header(o, "graft_throughput_tokens_per_second", "gauge",
          "tokens generated per second of engine steps, all requests together, since start");
   o << "graft_throughput_tokens_per_second " << (busy_ms_ > 0 ? generated_tokens_ * 1000.0 / busy_ms_ : 0.0) << '\n';

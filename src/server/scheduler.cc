@@ -103,8 +103,9 @@ void Scheduler::Loop() {
     if (group_->idle()) continue;
     std::vector<EngineGroup::Finished> finished;
     const auto t0 = Clock::now();
+    const int64_t draft_passes = group_->draft_passes();
     finished = group_->Step();  // fails only the requests it cannot serve, never throws for one
-    metrics_->CountStep(MsBetween(t0, Clock::now()));
+    metrics_->CountStep(MsBetween(t0, Clock::now()), group_->draft_passes() - draft_passes);
     for (EngineGroup::Finished& f : finished) End(f);
   }
 }
