@@ -1,12 +1,14 @@
 // Draft-model drafting with tree attention in the draft's own context.
 //
-// The draft context's sequence 0 always holds a prefix of the committed tokens.
+// A drafter owns one lane of the draft context (a plain context has one); the lane's
+// sequence 0 always holds a prefix of the committed tokens.
 // Each step first catches up (decodes the committed tokens it lacks, the root last),
 // then expands the tree level by level, EAGLE-2 style: the best `frontier` nodes of
 // the newest level (by path score, or by calibrated acceptance when pruning) are
 // decoded in one batch, each in a fresh sequence id that first copies its parent's
 // sequence, so every node attends to exactly the prefix and its ancestors. After
-// verification, Commit keeps the deepest accepted node that was decoded.
+// verification, Commit keeps the deepest accepted node that was decoded. Drafters on
+// several lanes of one context can share every pass (DraftTogether).
 #pragma once
 
 #include <cstdint>
