@@ -87,5 +87,22 @@ printf '\xff' | dd of="$TMP/flip.idx" bs=1 seek=$((size - 3)) conv=notrunc statu
 expect_fail "index: flipped byte" "checksum" "$GRAFT" index stats "$TMP/flip.idx"
 expect_fail "index: missing" "cannot open index" "$GRAFT" index stats "$TMP/none.idx"
 
+# tune --if-missing (the Quick start's set-up): measures into an empty cache, then
+# finds what it cached and leaves it as it was.
+TUNE=("$GRAFT" tune -m "$TINY" -md "$DRAFT" --profile-dir "$TMP/profiles" --max-rows 4 --max-draft-rows 2 --repeats 1 --if-missing)
+if "${TUNE[@]}" >"$TMP/out" 2>"$TMP/err" </dev/null && grep -q "measured in" "$TMP/err" && grep -q "rows" "$TMP/out" \
+   && [ "$(ls "$TMP/profiles" | wc -l)" -eq 1 ]; then
+  pass=$((pass + 1)); echo "ok   tune --if-missing measures into an empty cache"
+else
+  fail=$((fail + 1)); echo "FAIL tune --if-missing into an empty cache"; tail -5 "$TMP/err" | sed 's/^/     | /'
+fi
+before=$(md5sum "$TMP"/profiles/* | cut -d' ' -f1)
+if "${TUNE[@]}" >"$TMP/out" 2>"$TMP/err" </dev/null && grep -q "^cached" "$TMP/err" && ! grep -q "measured in" "$TMP/err" \
+   && [ "$(md5sum "$TMP"/profiles/* | cut -d' ' -f1)" = "$before" ]; then
+  pass=$((pass + 1)); echo "ok   tune --if-missing keeps a cached profile"
+else
+  fail=$((fail + 1)); echo "FAIL tune --if-missing with a cached profile"; tail -5 "$TMP/err" | sed 's/^/     | /'
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,6 +1,7 @@
 // graft tune: measure this machine's cost profile (a target pass over N = 1..32 rows,
 // a draft pass over 1..8) and cache it, so that graft's decisions are the same on
-// every later run. `graft generate` measures it on first use when none is cached.
+// every later run. `graft generate` measures it on first use when none is cached;
+// `graft tune --if-missing` (the Quick start's set-up) measures only then.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,7 @@ struct TuneFlags {
   int32_t max_draft_rows = 8;
   int32_t repeats = 3;
   bool json = false;
+  bool if_missing = false;
 };
 
 int RunTune(const TuneFlags& f) {
@@ -27,9 +29,22 @@ int RunTune(const TuneFlags& f) {
   o.max_draft_rows = f.max_draft_rows;
   o.repeats = f.repeats;
   o.dir = f.models.profile_dir;
-  fprintf(stderr, "measuring passes over 1..%d rows (%d repeats each)...\n", o.max_rows, o.repeats);
-  const CostProfile p = MeasureCostProfile(*m.target, m.draft.get(), o);
-  SaveCostProfile(p, o);
+  CostProfile p;
+  if (f.if_missing) {
+    double measured_ms = 0;
+    fprintf(stderr, "loading the cost profile, or measuring passes over 1..%d rows if none is cached...\n",
+            o.max_rows);
+    p = LoadOrMeasureCostProfile(*m.target, m.draft.get(), o, &measured_ms);
+    if (measured_ms > 0) {
+      fprintf(stderr, "measured in %.0f s\n", measured_ms / 1000);
+    } else {
+      fprintf(stderr, "cached\n");
+    }
+  } else {
+    fprintf(stderr, "measuring passes over 1..%d rows (%d repeats each)...\n", o.max_rows, o.repeats);
+    p = MeasureCostProfile(*m.target, m.draft.get(), o);
+    SaveCostProfile(p, o);
+  }
   const std::string path = CostProfilePath(p.key, o);
   if (f.json) {
     printf("%s\n", nlohmann::json{{"path", path}, {"key", p.key}, {"verify_ms", p.verify_ms}, {"draft_ms", p.draft_ms}}
@@ -57,6 +72,8 @@ void AddTuneCommand(CLI::App& app, std::function<int()>* run) {
   cmd->add_option("--max-draft-rows", flags->max_draft_rows, "largest draft pass measured")->check(CLI::Range(1, 256));
   cmd->add_option("--repeats", flags->repeats, "passes per size (the median is kept)")->check(CLI::Range(1, 100));
   cmd->add_flag("--json", flags->json, "print the profile as JSON");
+  cmd->add_flag("--if-missing", flags->if_missing,
+                "measure only when no profile is cached for these models on this machine (else print the cached one)");
   cmd->callback([flags, run] { *run = [flags] { return RunTune(*flags); }; });
 }
 
