@@ -181,6 +181,7 @@ class Engine {
 struct EngineGroupOptions {
   int32_t slots = 1;            // requests in flight at once (lanes of the shared target cache)
   int32_t prefill_chunk = 256;  // prompt tokens at most per step, all joining requests together
+                                // (shortest remaining first, aged by prefill_chunk / 8 per step waited)
   // Size each request's tree against the whole pass (BatchLoad, graft's adaptive
   // policy): as requests join, trees shrink, down to plain decoding batched across them.
   bool load_aware = true;

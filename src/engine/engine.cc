@@ -61,6 +61,7 @@ struct Engine::State : EngineState {
     std::optional<DraftParams> draft;  // the draft the proposer asked for, not yet run
     Proposer* proposer = nullptr;
     bool decoding = false;  // the prompt is prefilled
+    int32_t joining_steps = 0;  // group steps it has been joining in (prefill ageing)
     std::chrono::steady_clock::time_point t0;  // start of the current phase (prefill, decode)
   };
   std::unique_ptr<Flight> flight;
@@ -507,13 +508,18 @@ std::vector<EngineGroup::Finished> EngineGroup::Step() {
     }
   }
   // Joining requests: prompt chunks, at most prefill_chunk tokens in all, the shortest
-  // remaining prompt first (it minimises the mean time to first token; a long prompt
-  // waits at most for the shorter ones on the other slots). A prompt whose rest fits
-  // starts decoding at once: its last chunk and its first tree (rooted at the prompt's
-  // last token) share this pass.
-  std::stable_sort(joining.begin(), joining.end(), [&](int32_t a, int32_t b) {
-    return engines_[a]->s_->PrefillLeft().size() < engines_[b]->s_->PrefillLeft().size();
-  });
+  // remaining prompt first (it minimises the mean time to first token), less an ageing
+  // credit of prefill_chunk / 8 tokens per step spent joining, so that a stream of
+  // short prompts on the other slots cannot starve a long one. A prompt whose rest
+  // fits starts decoding at once: its last chunk and its first tree (rooted at the
+  // prompt's last token) share this pass.
+  const int64_t age_per_step = std::max(1, options_.prefill_chunk / 8);
+  const auto rank = [&](int32_t i) {
+    const State& s = *engines_[i]->s_;
+    return static_cast<int64_t>(s.PrefillLeft().size()) - age_per_step * s.flight->joining_steps;
+  };
+  for (int32_t i : joining) ++engines_[i]->s_->flight->joining_steps;
+  std::stable_sort(joining.begin(), joining.end(), [&](int32_t a, int32_t b) { return rank(a) < rank(b); });
   std::vector<LaneWork> work;
   std::vector<int32_t> work_slot;
   std::vector<TokenSpan> last_chunk(slots());

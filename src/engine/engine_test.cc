@@ -647,6 +647,46 @@ TEST(EngineGroupTest, StreamsEqualSingleOutputsDefaultPair) {
          "(largest top-2 gap %.3f, allowed %.3f)\n", diverged, n, max_gap, epsilon);
 }
 
+// Prefill ageing: a long prompt on one slot, and on the other a stream of short prompts,
+// each of which fits one step's chunk budget but for a token and ends with its first
+// token. Shortest-first alone leaves the long prompt one token per step (about 200
+// steps to its first token); with ageing it ranks first after some 60 steps.
+TEST(EngineGroupTest, ShortPromptsDoNotStarveALongOne) {
+  auto target = Model::Load(ModelPath("tiny-target.gguf"));
+  const EngineConfig cfg{.n_ctx = 512, .max_tree = 16};
+  constexpr int32_t kChunk = 16;
+  EngineGroup group(*target, nullptr, cfg, {.slots = 2, .prefill_chunk = kChunk});
+  std::vector<Token> text;
+  for (const std::string& t : SpecBenchPrompts(1)) {
+    const std::vector<Token> e = Encode(*target, t);
+    text.insert(text.end(), e.begin(), e.end());
+  }
+  ASSERT_GE(text.size(), 400u);
+  GenerateRequest long_req;
+  long_req.prompt.assign(text.begin(), text.begin() + 200);
+  long_req.n_predict = 1;
+  int32_t first_token_step = -1, step = 0, shorts = 0;
+  long_req.on_tokens = [&](const std::vector<Token>&) {
+    first_token_step = step;
+    return true;
+  };
+  group.Start(0, long_req, {});
+  for (; first_token_step < 0; ++step) {
+    ASSERT_LT(step, 400);
+    if (!group.busy(1)) {
+      GenerateRequest short_req;
+      const size_t at = 200 + (shorts++ % 10) * kChunk;
+      short_req.prompt.assign(text.begin() + at, text.begin() + at + kChunk);  // kChunk - 1 to prefill
+      short_req.n_predict = 1;
+      group.Start(1, short_req, {});
+    }
+    for (const EngineGroup::Finished& f : group.Step()) EXPECT_EQ(f.error, "") << "slot " << f.slot;
+  }
+  printf("[group] a 200-token prompt beside %d short ones: first token at step %d\n", shorts, first_token_step);
+  EXPECT_GT(shorts, 20) << "the short prompts did not compete";
+  EXPECT_LT(first_token_step, 100);
+}
+
 TEST(EngineGroupTest, BadRequestsLeaveTheSlotFree) {
   auto target = Model::Load(ModelPath("tiny-target.gguf"));
   const EngineConfig cfg{.n_ctx = 128, .max_tree = 16};
