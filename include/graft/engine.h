@@ -185,6 +185,9 @@ struct EngineGroupOptions {
   // Size each request's tree against the whole pass (BatchLoad, graft's adaptive
   // policy): as requests join, trees shrink, down to plain decoding batched across them.
   bool load_aware = true;
+  // Every request that drafts in a step shares each draft pass (DraftTogether); false
+  // = each drafts in passes of its own, one request after another (for comparison).
+  bool share_draft_passes = true;
 };
 
 // Continuous batching: several requests decoded together over one target KV cache.

@@ -574,7 +574,11 @@ std::vector<EngineGroup::Finished> EngineGroup::Step() {
       load.tokens += 1.0 + ExpectedAcceptedLength(s.flight->tree, s.calibration);
     }
   }
-  DraftAll(drafting, &done);
+  if (options_.share_draft_passes) {
+    DraftAll(drafting, &done);
+  } else {
+    for (int32_t i : drafting) DraftAll({i}, &done);
+  }
   for (int32_t i : proposed) {
     State& s = *engines_[i]->s_;
     if (!s.flight) continue;  // its draft failed
