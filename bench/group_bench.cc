@@ -71,7 +71,6 @@ Run RunGroup(const Model& target, const Model& draft, int32_t slots, Method meth
   }
   run.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   run.draft_passes = group.draft_passes();
-  if (!share) run.draft_passes = run.took_part;  // each request's passes were its own
   return run;
 }
 

@@ -47,14 +47,18 @@ TokenTree RandomTree(std::mt19937& rng, Token root, int32_t n, int32_t max_depth
   return t;
 }
 
-// Largest |difference| between two logit rows, relative to max(1, max |logit| of `ref`).
+// max(1, max |logit|): the scale relative tolerances are taken against.
+float LogitScale(const float* l, int32_t n) {
+  float max_abs = 1.0f;
+  for (int32_t v = 0; v < n; ++v) max_abs = std::max(max_abs, std::fabs(l[v]));
+  return max_abs;
+}
+
+// Largest |difference| between two logit rows, relative to LogitScale(ref).
 float RelativeDiff(const float* ref, const float* got, int32_t n) {
-  float max_abs = 1.0f, max_diff = 0.0f;
-  for (int32_t v = 0; v < n; ++v) {
-    max_abs = std::max(max_abs, std::fabs(ref[v]));
-    max_diff = std::max(max_diff, std::fabs(ref[v] - got[v]));
-  }
-  return max_diff / max_abs;
+  float max_diff = 0.0f;
+  for (int32_t v = 0; v < n; ++v) max_diff = std::max(max_diff, std::fabs(ref[v] - got[v]));
+  return max_diff / LogitScale(ref, n);
 }
 
 // The kernels' own rounding at n rows: the worst RelativeDiff between a chain of n
@@ -135,10 +139,8 @@ TEST_P(TreeEvalTest, TreeLogitsMatchSequentialDecoding) {
       seq_ctx.Prefill(TokenSpan(prefix).first(prefix.size() - 1), false);
       const float* l = nullptr;
       for (Token t : tree.PathTokens(i)) l = seq_ctx.Prefill(std::vector<Token>{t}, true);
-      float max_abs = 1.0f;
-      for (int32_t v = 0; v < nv; ++v) max_abs = std::max(max_abs, std::fabs(l[v]));
       const float rel = RelativeDiff(l, tree_logits[i].data(), nv);
-      const float tol = rel_tol * max_abs;
+      const float tol = rel_tol * LogitScale(l, nv);
       worst = std::max(worst, rel);
       worst_chain = std::max(worst_chain, chain);
       EXPECT_LE(rel, rel_tol) << mc.file << " trial " << trial << " node " << i << " depth " << tree.depth[i]
@@ -207,9 +209,7 @@ TEST(BackendTest, CommitPathLeavesPrefixPlusPath) {
       const float rel = RelativeDiff(b, got.data(), nv);
       EXPECT_LE(rel, kTol) << "trial " << trial << " step " << step;
       if (Argmax(got.data(), nv) != Argmax(b, nv)) {
-        float max_abs = 1.0f;
-        for (int32_t v = 0; v < nv; ++v) max_abs = std::max(max_abs, std::fabs(b[v]));
-        EXPECT_LT(Top2Gap(b, nv), 2 * kTol * max_abs) << "argmax differs at a clear gap, trial " << trial
+        EXPECT_LT(Top2Gap(b, nv), 2 * kTol * LogitScale(b, nv)) << "argmax differs at a clear gap, trial " << trial
                                                       << " step " << step;
       }
       next = Argmax(got.data(), nv);

@@ -19,15 +19,14 @@ class DraftProposer final : public Proposer {
       dp.frontier = 1;
       dp.budget = std::min(limits.budget, dp.max_depth + 1);
     }
-    max_depth_ = dp.max_depth;
     return dp;
   }
 
-  void Drafted(RequestState& rs, const StepLimits&, const DraftCall&, TokenTree* tree) override {
+  void Drafted(RequestState& rs, const StepLimits&, const DraftCall& call, TokenTree* tree) override {
     drafted_ = true;
     ScopedMs t(&rs.stats->t_draft_ms);
     if (method_ == Method::kChain && tree->size() - 1 < rs.options.draft_min) tree->Reset(tree->token[0]);
-    if (method_ == Method::kPruned) PruneDraft(es_, rs.options, max_depth_, tree);
+    if (method_ == Method::kPruned) PruneDraft(es_, rs.options, call.params.max_depth, tree);
   }
 
   void Commit(RequestState&, const VerifyResult& vr, const std::vector<Token>&) override {
@@ -39,7 +38,6 @@ class DraftProposer final : public Proposer {
   EngineState& es_;
   Method method_;
   bool drafted_ = false;  // the drafter holds this step's tree: commit its cache
-  int32_t max_depth_ = 0;  // of this step's draft
 };
 
 }  // namespace

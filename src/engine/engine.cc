@@ -427,45 +427,32 @@ void EngineGroup::Fail(int32_t slot, const std::string& error, std::vector<Finis
 }
 
 void EngineGroup::DraftAll(const std::vector<int32_t>& slots, std::vector<Finished>* done) {
-  using State = Engine::State;
-  const auto fail = [&](int32_t slot, const std::string& error) { Fail(slot, error, done); };
-  std::vector<DraftJob> jobs;
-  std::vector<int32_t> job_slot;
-  std::vector<DraftCall> calls;
+  std::vector<DraftRequest> requests;
+  std::vector<int32_t> request_slot;
   for (int32_t i : slots) {
-    State& s = *engines_[i]->s_;
-    RequestState& rs = s.flight->rs;
+    Engine::State& s = *engines_[i]->s_;
     try {
-      PrefillDraftPrompt(s, rs);  // alone: a long pass the others should not wait on twice
+      PrefillDraftPrompt(s, s.flight->rs);  // alone: a long pass the others should not wait on twice
     } catch (const std::exception& e) {
-      fail(i, e.what());
+      Fail(i, e.what(), done);
       continue;
     }
-    jobs.push_back({s.drafter.get(), &rs.committed, *s.flight->draft, &s.flight->tree, &rs.stats->draft_pass_rows});
-    job_slot.push_back(i);
-    calls.push_back({0, DraftCatchUp(s, rs)});
+    requests.push_back({&s, &s.flight->rs, *s.flight->draft, &s.flight->tree});
+    request_slot.push_back(i);
   }
-  if (jobs.empty()) return;
-  double ms = 0;
+  if (requests.empty()) return;
+  std::vector<DraftCall> calls;
   try {
-    ScopedMs t(&ms);
-    draft_passes_ += DraftTogether(jobs);
+    calls = DraftShared(requests, &draft_passes_);
   } catch (const std::exception& e) {
-    for (int32_t i : job_slot) fail(i, e.what());
+    for (int32_t i : request_slot) Fail(i, e.what(), done);
     return;
   }
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    const int32_t i = job_slot[j];
-    State& s = *engines_[i]->s_;
-    GenerationStats& st = *s.flight->rs.stats;
-    st.t_draft_ms += ms;  // each request waited for every shared pass
-    st.n_draft_passes += jobs[j].passes;
-    ++st.n_draft_steps;
-    calls[j].passes = jobs[j].passes;
+  for (size_t j = 0; j < calls.size(); ++j) {
     try {
-      s.Drafted(calls[j]);
+      engines_[request_slot[j]]->s_->Drafted(calls[j]);
     } catch (const std::exception& e) {
-      fail(i, e.what());
+      Fail(request_slot[j], e.what(), done);
     }
   }
 }

@@ -47,14 +47,15 @@ class GraftProposer final : public Proposer {
   }
 
   void Drafted(RequestState& rs, const StepLimits& limits, const DraftCall& call, TokenTree* tree) override {
-    const DraftParams dp = DraftParamsFor(rs.options, limits, &es_.calibration);
     drafted_ = true;
     // Modelled cost: the catch-up pass over the tokens the draft cache lacked, then
     // one pass per level over at most `frontier` rows.
-    if (cost_ != nullptr) draft_ms_ = cost_->DraftMs(call.catch_up) + (call.passes - 1) * cost_->DraftMs(dp.frontier);
+    if (cost_ != nullptr) {
+      draft_ms_ = cost_->DraftMs(call.catch_up) + (call.passes - 1) * cost_->DraftMs(call.params.frontier);
+    }
     {
       ScopedMs t(&rs.stats->t_draft_ms);
-      PruneDraft(es_, rs.options, dp.max_depth, tree);
+      PruneDraft(es_, rs.options, call.params.max_depth, tree);
     }
     GraftUnder(rs, limits, tree);
     Done(rs, limits, tree);

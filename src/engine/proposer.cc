@@ -95,16 +95,33 @@ void PrefillDraftPrompt(EngineState& es, RequestState& rs) {
   rs.lazy_prefill_ms += ms;
 }
 
+std::vector<DraftCall> DraftShared(const std::vector<DraftRequest>& requests, int64_t* passes) {
+  std::vector<DraftJob> jobs;
+  std::vector<DraftCall> calls;
+  for (const DraftRequest& r : requests) {
+    jobs.push_back({r.es->drafter.get(), &r.rs->committed, r.params, r.tree, &r.rs->stats->draft_pass_rows});
+    calls.push_back({0, DraftCatchUp(*r.es, *r.rs), r.params});
+  }
+  double ms = 0;
+  int32_t run = 0;
+  {
+    ScopedMs t(&ms);
+    run = DraftTogether(jobs);
+  }
+  if (passes != nullptr) *passes += run;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    GenerationStats& st = *requests[j].rs->stats;
+    st.t_draft_ms += ms;  // each request waited for every shared pass
+    st.n_draft_passes += jobs[j].passes;
+    ++st.n_draft_steps;
+    calls[j].passes = jobs[j].passes;
+  }
+  return calls;
+}
+
 DraftCall DraftTree(EngineState& es, RequestState& rs, const DraftParams& params, TokenTree* tree) {
-  GenerationStats& st = *rs.stats;
   PrefillDraftPrompt(es, rs);
-  ScopedMs t(&st.t_draft_ms);
-  DraftCall call;
-  call.catch_up = DraftCatchUp(es, rs);
-  call.passes = es.drafter->Draft(rs.committed, params, tree, &st.draft_pass_rows);
-  st.n_draft_passes += call.passes;
-  ++st.n_draft_steps;
-  return call;
+  return DraftShared({{&es, &rs, params, tree}})[0];
 }
 
 void LearnNextTokens(EngineState& es, const TokenTree& tree, const VerifyResult& vr,

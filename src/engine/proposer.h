@@ -88,6 +88,7 @@ struct StepLimits {
 struct DraftCall {
   int32_t passes = 0;    // draft decode calls, the catch-up included
   int32_t catch_up = 0;  // rows of the catch-up pass (committed tokens the cache lacked)
+  DraftParams params;    // what Propose asked for
 };
 
 class Proposer {
@@ -153,7 +154,23 @@ int32_t DraftCatchUp(const EngineState& es, const RequestState& rs);
 // draft) and billed as prefill; drafting catches the rest up.
 void PrefillDraftPrompt(EngineState& es, RequestState& rs);
 
-// Drafts `tree` (just the root on entry) alone: PrefillDraftPrompt, then the draft.
+// One request's draft for DraftShared: its engine's drafter builds `tree` (just the
+// root on entry).
+struct DraftRequest {
+  EngineState* es;
+  RequestState* rs;
+  DraftParams params;
+  TokenTree* tree;
+};
+
+// Drafts every request's tree at once, in shared passes (DraftTogether: their engines'
+// drafters on lanes of one context), their prompts already in the draft cache
+// (PrefillDraftPrompt). Bills each request every shared pass's time and the passes it
+// took part in; adds the passes run to `*passes` when not null. Returns the calls in
+// the requests' order.
+std::vector<DraftCall> DraftShared(const std::vector<DraftRequest>& requests, int64_t* passes = nullptr);
+
+// Drafts `tree` (just the root on entry) alone: PrefillDraftPrompt, then DraftShared.
 DraftCall DraftTree(EngineState& es, RequestState& rs, const DraftParams& params, TokenTree* tree);
 
 // Feeds the next-token table from the target's rows of the accepted nodes. O(accepted x V).
