@@ -105,6 +105,7 @@ struct GenerationStats {
   int32_t n_passes = 0;          // target verification passes (prefill excluded)
   int64_t n_draft_passes = 0;    // draft-model decode calls
   int32_t n_draft_steps = 0;     // target passes whose tree the draft model helped build
+  int32_t n_draft_declined = 0;  // graft under load: drafts offered that the group passed over
   int64_t nodes_verified = 0;    // tree nodes evaluated by the target, roots included
   int64_t n_drafted = 0;         // draft-model nodes in verified trees
   int64_t n_grafted = 0;         // retrieval / oracle nodes in verified trees

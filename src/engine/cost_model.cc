@@ -53,15 +53,66 @@ double CostModel::DraftCatchUpMs(int32_t rows) const {
   return std::max(0.0, ms - draft_ms_[1]);
 }
 
-double DraftGate::DraftRate(const CostModel& cost, double alpha, int32_t max_depth, int32_t level_rows) {
-  double best = 0, tokens = 1, p = 1;
+double SharedDraftMs(const CostModel& cost, std::span<const DraftOffer> drafting) {
+  double ms = 0;
+  for (int32_t pass = 0;; ++pass) {
+    int32_t rows = 0;
+    for (const DraftOffer& o : drafting) {
+      if (o.passes > pass) rows += pass == 0 ? o.catch_up : o.level_rows;
+    }
+    if (rows == 0) return ms;
+    ms += cost.DraftMs(rows);
+  }
+}
+
+std::vector<bool> ChooseDrafts(const CostModel& cost, const BatchLoad& load, std::span<const DraftOffer> required,
+                               std::span<const DraftOffer> offers) {
+  std::vector<size_t> order(offers.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return offers[a].tokens_with - offers[a].tokens_without > offers[b].tokens_with - offers[b].tokens_without;
+  });
+  int32_t base_rows = load.rows;
+  for (const DraftOffer& o : required) base_rows += o.rows_with;
+  // Rate of the step when the first k offers of `order` draft.
+  std::vector<DraftOffer> drafting(required.begin(), required.end());
+  const auto rate = [&](size_t k) {
+    drafting.resize(required.size());
+    double tokens = load.tokens;
+    int32_t rows = base_rows;
+    for (size_t j = 0; j < order.size(); ++j) {
+      const DraftOffer& o = offers[order[j]];
+      if (j < k) drafting.push_back(o);
+      tokens += j < k ? o.tokens_with : o.tokens_without;
+      rows += j < k ? o.rows_with : o.rows_without;
+    }
+    return tokens / (SharedDraftMs(cost, drafting) + cost.VerifyMs(rows));
+  };
+  size_t best = 0;
+  double best_rate = rate(0);
+  for (size_t k = 1; k <= order.size(); ++k) {
+    const double r = rate(k);
+    if (r > best_rate) best_rate = r, best = k;
+  }
+  std::vector<bool> chosen(offers.size(), false);
+  for (size_t j = 0; j < best; ++j) chosen[order[j]] = true;
+  return chosen;
+}
+
+DraftGate::Plan DraftGate::BestPlan(const CostModel& cost, double alpha, int32_t max_depth, int32_t level_rows) {
+  Plan best;
+  double tokens = 1, p = 1;
   for (int32_t d = 1; d <= max_depth; ++d) {
     p *= alpha;
     tokens += p;
     const double ms = cost.DraftMs(1) + (d - 1) * cost.DraftMs(level_rows) + cost.VerifyMs(d + 1);
-    best = std::max(best, tokens / ms);
+    if (tokens / ms > best.rate) best = {d, tokens, tokens / ms};
   }
   return best;
+}
+
+double DraftGate::DraftRate(const CostModel& cost, double alpha, int32_t max_depth, int32_t level_rows) {
+  return BestPlan(cost, alpha, max_depth, level_rows).rate;
 }
 
 bool DraftGate::Pays(const CostModel& cost, double alpha, int32_t max_depth, int32_t level_rows, int32_t catch_up,
@@ -78,9 +129,13 @@ bool DraftGate::ShouldDraft(const CostModel& cost, int32_t max_depth, int32_t le
                             int32_t remaining) {
   ++step_;
   if (max_depth < 1) return false;
-  if (Pays(cost, Accept(), max_depth, level_rows, catch_up, remaining)) return true;
+  if (Pays(cost, Accept(), max_depth, level_rows, catch_up, remaining)) {
+    decision_accept_ = Accept();
+    return true;
+  }
   if (step_ < next_explore_) return false;
   next_explore_ *= 2;
+  decision_accept_ = o_.max_accept;
   return Pays(cost, o_.max_accept, max_depth, level_rows, catch_up, remaining);
 }
 

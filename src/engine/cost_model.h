@@ -96,6 +96,36 @@ struct DraftGateOptions {
   int64_t first_explore = 32; // first exploration step (then 64, 128, ...)
 };
 
+// A request that could draft this step but can do without (graft's adaptive policy
+// with other requests in the pass): what its step is expected to yield either way.
+// The draft's side is the gate's chain model (DraftGate::Plan); the other side is its
+// retrieval-only tree, already built and sized.
+struct DraftOffer {
+  double tokens_with = 1, tokens_without = 1;  // expected tokens the step emits
+  int32_t rows_with = 1, rows_without = 1;     // target rows of its tree
+  int32_t passes = 1;      // draft passes: the catch-up, then one per further level
+  int32_t catch_up = 1;    // rows of its catch-up pass
+  int32_t level_rows = 1;  // rows of each later pass
+};
+
+// Modelled ms of the draft passes that every offer in `drafting` shares (the drafts
+// of an EngineGroup run together): pass 0 holds every catch-up, pass j the level rows
+// of those with more than j passes. O(|drafting| x passes).
+double SharedDraftMs(const CostModel& cost, std::span<const DraftOffer> drafting);
+
+// Which requests of one shared step draft (EngineGroup). `load`: the rest of the pass
+// (prefill rows, the trees of requests that do not draft, and their tokens); `required`:
+// requests that draft whatever is chosen (methods that always draft), their rows and
+// passes counted, their tokens in `load`; `offers`: requests that may draft. Maximises
+// the step's expected tokens per ms,
+//   (load.tokens + each offer's tokens with or without) /
+//   (SharedDraftMs(required + chosen) + VerifyMs(load.rows + required rows + each offer's rows)),
+// over the offers taken best gain (tokens_with - tokens_without) first, so a draft pass
+// that pays only when shared is taken for all, and none where drafting delays the
+// other requests more than it gains. Returns chosen[i] for offers[i]. O(|offers|^2 x passes).
+std::vector<bool> ChooseDrafts(const CostModel& cost, const BatchLoad& load, std::span<const DraftOffer> required,
+                               std::span<const DraftOffer> offers);
+
 class DraftGate {
  public:
   explicit DraftGate(const DraftGateOptions& options = {}) : o_(options), next_explore_(options.first_explore) {}
@@ -119,6 +149,17 @@ class DraftGate {
   //   (1 + alpha + ... + alpha^d) / (DraftMs(1) + (d - 1) DraftMs(level_rows) + VerifyMs(d + 1)).
   // O(max_depth).
   static double DraftRate(const CostModel& cost, double alpha, int32_t max_depth, int32_t level_rows);
+  // DraftRate's best depth, the tokens it expects there (1 + alpha + ... + alpha^d)
+  // and its rate (0 when max_depth < 1).
+  struct Plan {
+    int32_t depth = 0;
+    double tokens = 1;
+    double rate = 0;
+  };
+  static Plan BestPlan(const CostModel& cost, double alpha, int32_t max_depth, int32_t level_rows);
+  // The per-level acceptance the last ShouldDraft that said yes assumed: Accept(), or
+  // `max_accept` when it explored.
+  double decision_accept() const { return decision_accept_; }
 
  private:
   bool Pays(const CostModel& cost, double alpha, int32_t max_depth, int32_t level_rows, int32_t catch_up,
@@ -130,6 +171,7 @@ class DraftGate {
   int32_t seen_ = 0;                  // retrieval steps observed
   int64_t step_ = 0;
   int64_t next_explore_;
+  double decision_accept_ = 0;
 };
 
 }  // namespace graft

@@ -203,5 +203,81 @@ TEST(DraftGateTest, SameObservationsGiveSameDecisions) {
   }
 }
 
+
+TEST(DraftGateTest, BestPlanIsTheDepthDraftRateChose) {
+  const CostModel c = FlatPair();
+  // alpha 0.5: depth 2 is best (see above), 1.75 tokens.
+  const DraftGate::Plan p = DraftGate::BestPlan(c, 0.5, 3, 1);
+  EXPECT_EQ(p.depth, 2);
+  EXPECT_DOUBLE_EQ(p.tokens, 1.75);
+  EXPECT_DOUBLE_EQ(p.rate, DraftGate::DraftRate(c, 0.5, 3, 1));
+  EXPECT_EQ(DraftGate::BestPlan(c, 0.5, 0, 1).depth, 0);
+}
+
+TEST(ChooseDraftsTest, SharedPassesHoldEveryCatchUpThenTheLevelsStillDrafting) {
+  // A draft pass costs 1 ms a row.
+  const CostModel c(std::vector<double>(9, 10.0), {0, 1, 2, 3, 4, 5, 6, 7, 8});
+  const std::vector<DraftOffer> d = {{.passes = 3, .catch_up = 2, .level_rows = 1},
+                                     {.passes = 1, .catch_up = 3, .level_rows = 4}};
+  // Pass 0: 2 + 3 catch-up rows; passes 1 and 2: the first one's single row.
+  EXPECT_DOUBLE_EQ(SharedDraftMs(c, d), 5 + 1 + 1);
+  EXPECT_DOUBLE_EQ(SharedDraftMs(c, {}), 0.0);
+}
+
+// Four requests that each gain 2 tokens by drafting; the draft passes (4 of them, 2 ms
+// each whatever their rows) delay the whole step.
+std::vector<DraftOffer> FourOffers() {
+  return std::vector<DraftOffer>(4, DraftOffer{.tokens_with = 3.0, .tokens_without = 1.0, .rows_with = 5,
+                                               .rows_without = 1, .passes = 4, .catch_up = 1, .level_rows = 1});
+}
+
+TEST(ChooseDraftsTest, ADraftThatPaysOnlyWhenSharedIsTakenForAll) {
+  // A flat target (GPU-like) and a draft pass at 2 ms: 8 ms of draft for the step.
+  const CostModel c(std::vector<double>(33, 10.0), std::vector<double>(9, 2.0));
+  const BatchLoad others{.rows = 0, .tokens = 0};
+  // One request alone: 3 tokens in 18 ms beat 1 in 10, so it drafts.
+  // Beside 24 expected tokens of other requests, four offers make 28 tokens in 10 ms
+  // without the draft, 30 in 18 with one drafting and 36 in 18 with all: none.
+  const std::vector<DraftOffer> one(1, FourOffers()[0]);
+  EXPECT_EQ(ChooseDrafts(c, others, {}, one), std::vector<bool>{true});
+  EXPECT_EQ(ChooseDrafts(c, BatchLoad{.rows = 8, .tokens = 24}, {}, FourOffers()), std::vector<bool>(4, false));
+  // Four requests and little else: one drafting makes 6 tokens in 18 ms (worse than 4
+  // in 10), all four 12 in 18: better. Only sharing the passes pays, so all are taken.
+  EXPECT_EQ(ChooseDrafts(c, others, {}, FourOffers()), std::vector<bool>(4, true));
+  const std::vector<DraftOffer> alone(1, FourOffers()[0]);
+  EXPECT_EQ(ChooseDrafts(c, BatchLoad{.rows = 3, .tokens = 3}, {}, alone), std::vector<bool>{false});
+}
+
+TEST(ChooseDraftsTest, ARequiredDraftMakesTheOthersCheap) {
+  const CostModel c(std::vector<double>(33, 10.0), std::vector<double>(9, 2.0));
+  // A request that drafts anyway (a draft method) already pays for 4 passes: drafting
+  // another adds no pass, only tokens.
+  const std::vector<DraftOffer> required = {{.rows_with = 8, .passes = 4, .catch_up = 1, .level_rows = 4}};
+  const std::vector<DraftOffer> one(1, FourOffers()[0]);
+  EXPECT_EQ(ChooseDrafts(c, BatchLoad{.rows = 3, .tokens = 3}, {}, one), std::vector<bool>{false});
+  EXPECT_EQ(ChooseDrafts(c, BatchLoad{.rows = 3, .tokens = 3}, required, one), std::vector<bool>{true});
+}
+
+TEST(ChooseDraftsTest, NoneOnACpuWhereRowsCostInProportion) {
+  // The EPYC of 2026-12-02: rows cost nearly in proportion, a draft row half a target one.
+  const CostModel c({0, 85, 123, 186, 208, 246, 331, 392, 595, 654, 647, 708, 750, 749, 829, 762, 701},
+                    {0, 41, 77, 129, 109, 155, 142, 196, 214});
+  std::vector<DraftOffer> offers = FourOffers();
+  offers[0].tokens_with = 4.5;  // even a draft that is nearly always right
+  const std::vector<bool> none(4, false);
+  EXPECT_EQ(ChooseDrafts(c, BatchLoad{.rows = 2, .tokens = 2}, {}, offers), none);
+}
+
+TEST(ChooseDraftsTest, TakesTheBestGainsFirstAndStopsWhereTheRateFalls) {
+  // Verify costs 10 ms up to 8 rows, then 40: a drafting request's 5 rows fit once.
+  std::vector<double> v(33, 40.0);
+  for (int n = 1; n <= 8; ++n) v[n] = 10.0;
+  const CostModel c(v, std::vector<double>(9, 1.0));
+  std::vector<DraftOffer> offers = FourOffers();
+  offers[2].tokens_with = 4.0;  // the best gain: taken, and only it (8 rows in all)
+  const std::vector<bool> chosen = ChooseDrafts(c, BatchLoad{.rows = 0, .tokens = 0}, {}, offers);
+  EXPECT_EQ(chosen, (std::vector<bool>{false, false, true, false}));
+}
+
 }  // namespace
 }  // namespace graft

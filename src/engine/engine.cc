@@ -151,6 +151,14 @@ struct Engine::State : EngineState {
     Drafted(call);
   }
 
+  // The group passed over the draft flight->draft offered: the proposer finishes the
+  // tree without it.
+  void Declined() {
+    Flight& f = *flight;
+    f.draft.reset();
+    f.proposer->Declined(f.rs, f.limits, &f.tree);
+  }
+
   // The draft of flight->draft is in flight->tree: the proposer finishes the tree.
   void Drafted(const DraftCall& call) {
     Flight& f = *flight;
@@ -532,11 +540,14 @@ std::vector<EngineGroup::Finished> EngineGroup::Step() {
   }
   // Then one tree per decoding request, each sized against the rows already in the
   // pass and one root for every request still to propose. A request that drafts counts
-  // its draft budget until its tree is built (the drafts run together, below).
+  // its draft budget (or the rows its offer expects) until its tree is built (the
+  // drafts run together, below).
   BatchLoad load;
   for (const LaneWork& w : work) load.rows += static_cast<int32_t>(w.prefill.size());
   for (int32_t i : decoding) load.rows += static_cast<int32_t>(last_chunk[i].size());
-  std::vector<int32_t> proposed, drafting;
+  BatchLoad rest = load;  // the pass without the drafting requests' trees
+  std::vector<DraftOffer> required, offers;
+  std::vector<int32_t> proposed, drafting, offering;
   for (size_t k = 0; k < decoding.size(); ++k) {
     const int32_t i = decoding[k];
     State& s = *engines_[i]->s_;
@@ -553,13 +564,47 @@ std::vector<EngineGroup::Finished> EngineGroup::Step() {
     }
     proposed.push_back(i);
     if (s.flight->draft) {
-      drafting.push_back(i);
-      load.rows += s.flight->draft->budget;
+      const DraftParams& dp = *s.flight->draft;
+      const DraftOffer* offer = s.flight->proposer->offer();
+      if (offer != nullptr) {
+        offers.push_back(*offer);
+        offering.push_back(i);
+      } else {
+        // Its passes and rows, as ChooseDrafts counts them; its tokens do not depend
+        // on the choice (one counted).
+        required.push_back({.rows_with = dp.budget,
+                            .passes = dp.max_depth,
+                            .catch_up = std::min(DraftCatchUp(s, s.flight->rs), s.flight->rs.generated + 1),
+                            .level_rows = dp.frontier});
+        rest.tokens += 1.0;
+      }
+      load.rows += offer != nullptr ? offer->rows_with : dp.budget;
       load.tokens += 1.0;
     } else {
+      const double tokens = 1.0 + ExpectedAcceptedLength(s.flight->tree, s.calibration);
       load.rows += s.flight->tree.size();
-      load.tokens += 1.0 + ExpectedAcceptedLength(s.flight->tree, s.calibration);
+      load.tokens += tokens;
+      rest.rows += s.flight->tree.size();
+      rest.tokens += tokens;
     }
+  }
+  // Drafts offered under load (graft's adaptive policy) run only when they raise the
+  // step's expected tokens per ms, counting the draft passes every request waits for.
+  if (!offers.empty()) {
+    const CostModel& cost = *engines_[offering[0]]->s_->cost;  // every slot has the same profile
+    const std::vector<bool> take = ChooseDrafts(cost, rest, required, offers);
+    for (size_t j = 0; j < offering.size(); ++j) {
+      if (take[j]) continue;
+      try {
+        engines_[offering[j]]->s_->Declined();
+      } catch (const std::exception& e) {
+        finish(offering[j], e.what());
+      }
+    }
+  }
+  for (int32_t i : proposed) {
+    const State& s = *engines_[i]->s_;
+    if (s.flight && s.flight->draft) drafting.push_back(i);
   }
   if (options_.share_draft_passes) {
     DraftAll(drafting, &done);

@@ -10,9 +10,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
+#include "graft/cost_profile.h"
 #include "graft/engine.h"
 #include "graft/error.h"
 #include "graft/retrieval_datastore.h"
@@ -598,6 +601,101 @@ TEST(EngineGroupTest, DraftsShareTheirPasses) {
   EXPECT_LT(group.draft_passes() * 2, took_part);
   printf("[group drafts] %zu drafting requests: %lld shared draft passes for %lld taken part in\n", n,
          static_cast<long long>(group.draft_passes()), static_cast<long long>(took_part));
+}
+
+// A made-up cost profile for (target, draft) under `cfg`, written where `cfg`'s engines
+// look for theirs, so graft's policy takes its decisions from these curves.
+void WriteProfile(const Model& target, const Model* draft, const EngineConfig& cfg,
+                  const std::function<double(int32_t)>& verify_ms, const std::function<double(int32_t)>& draft_ms) {
+  CostProfileOptions o;
+  o.n_threads = cfg.n_threads;
+  o.max_rows = std::min(cfg.max_tree, 32);
+  o.dir = cfg.profile_dir;
+  CostProfile p;
+  p.key = CostProfileKey(target, draft, o);
+  p.measured_at = "2026-12-02T00:00:00Z";
+  p.verify_ms.assign(o.max_rows + 1, 0.0);
+  for (int32_t n = 1; n <= o.max_rows; ++n) p.verify_ms[n] = verify_ms(n);
+  p.draft_ms.assign(o.max_draft_rows + 1, 0.0);
+  for (int32_t n = 1; n <= o.max_draft_rows; ++n) p.draft_ms[n] = draft_ms(n);
+  SaveCostProfile(p, o);
+}
+
+// Under load graft's adaptive policy only offers its draft, and the group takes the
+// offers when the whole step gains (ChooseDrafts). Four graft requests, the tiny target
+// as its own draft (so drafts are nearly always right), on two made-up machines:
+// - "gpu": a target pass costs the same up to 16 rows and a draft pass a tenth of it.
+//   The requests draft together, in shared passes.
+// - "block": target rows are free up to 4 and cost a whole pass each beyond, a draft
+//   pass a fifth of one. A draft pays for a request alone in the pass, not beside
+//   others: the group declines the offers.
+// Every stream equals its ar output (up to a near-tie) either way.
+TEST(EngineGroupTest, AdaptiveGraftDraftsUnderLoadOnlyWhereTheStepGains) {
+  auto target = Model::Load(ModelPath("tiny-target.gguf"));
+  auto draft = Model::Load(ModelPath("tiny-target.gguf"));
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("graft_group_profiles_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const std::vector<std::string> texts = SpecBenchPrompts(1);
+  const size_t n = 4;
+  ASSERT_GE(texts.size(), n);
+  std::vector<GenerateRequest> reqs(n);
+  std::vector<GenerateResult> ar(n);
+  for (size_t k = 0; k < n; ++k) {
+    reqs[k].prompt = Encode(*target, texts[k]);
+    if (reqs[k].prompt.size() > 120) reqs[k].prompt.resize(120);
+    reqs[k].n_predict = 40;
+    Engine plain(*target, nullptr, EngineConfig{.n_ctx = 1024, .max_tree = 16});
+    ar[k] = plain.Generate(reqs[k], DecodeOptions{.learn = false});
+  }
+  const float epsilon = std::max(1e-3f, 2 * BatchedVsSingleDiff(*target, reqs[0].prompt));
+  struct Machine {
+    std::string name;
+    std::function<double(int32_t)> verify_ms, draft_ms;
+  };
+  const std::vector<Machine> machines = {
+      {"gpu", [](int32_t) { return 10.0; }, [](int32_t) { return 1.0; }},
+      {"block", [](int32_t r) { return r <= 4 ? 10.0 : 10.0 * (r - 3); }, [](int32_t) { return 2.0; }}};
+  for (const Machine& m : machines) {
+    EngineConfig cfg{.n_ctx = 1024, .max_tree = 16};
+    cfg.profile_dir = (dir / m.name).string();
+    WriteProfile(*target, draft.get(), cfg, m.verify_ms, m.draft_ms);
+    EngineGroup group(*target, draft.get(), cfg, {.slots = static_cast<int32_t>(n)});
+    for (size_t k = 0; k < n; ++k) {
+      group.Start(static_cast<int32_t>(k), reqs[k], DecodeOptions{.method = Method::kGraft, .tree_budget = 16});
+    }
+    std::vector<GenerateResult> got(n);
+    for (int steps = 0; !group.idle(); ++steps) {
+      ASSERT_LT(steps, 500);
+      for (EngineGroup::Finished& f : group.Step()) {
+        EXPECT_EQ(f.error, "") << m.name << " request " << f.slot;
+        got[f.slot] = std::move(f.result);
+      }
+    }
+    int64_t took_part = 0, declined = 0, draft_steps = 0;
+    int parted = 0;
+    float max_gap = 0;
+    for (size_t k = 0; k < n; ++k) {
+      const GenerationStats& st = got[k].stats;
+      EXPECT_EQ(st.t_calibrate_ms, 0.0) << "the made-up profile was not used";
+      parted += !SameOrNearTie(*target, reqs[k].prompt, ar[k].tokens, got[k].tokens, epsilon,
+                               m.name + " request " + std::to_string(k), &max_gap);
+      took_part += st.n_draft_passes;
+      declined += st.n_draft_declined;
+      draft_steps += st.n_draft_steps;
+    }
+    EXPECT_LE(parted, 1) << m.name << ": largest top-2 gap where a stream parted: " << max_gap;
+    printf("[group offers] %s: %lld drafted steps, %lld offers declined, %lld shared draft passes for %lld taken part in\n",
+           m.name.c_str(), static_cast<long long>(draft_steps), static_cast<long long>(declined),
+           static_cast<long long>(group.draft_passes()), static_cast<long long>(took_part));
+    if (m.name == "gpu") {
+      EXPECT_GT(draft_steps, 0);
+      EXPECT_LT(group.draft_passes() * 2, took_part) << "the requests did not draft together";
+    } else {
+      EXPECT_GT(declined, 0);
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // The same on the default pair (Q4_K), 8 requests on 4 slots, ar and graft: every

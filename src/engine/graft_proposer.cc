@@ -23,27 +23,42 @@ class GraftProposer final : public Proposer {
     const DecodeOptions& o = rs.options;
     drafted_ = false;
     draft_ms_ = 0;
+    offered_ = false;
     bool skip_draft = false;
     // Retrieve first: when the request, history and corpus indexes already promise
     // enough, or when drafting has not paid lately, the draft model sits this step out.
     if (o.skip_draft_gain > 0 || cost_ != nullptr) {
       Retrieve(rs, limits, *tree, {0}, limits.budget - 1);
       GraftRetrieved(rs, limits, tree);
-      // Under load (other requests in the pass, EngineGroup) the draft model never runs
-      // in the adaptive policy: its passes come before the shared pass, so every request
-      // in the step waits for them, and the gate prices one request's gain only.
-      skip_draft = (cost_ != nullptr && (limits.load.rows > 0 || !GateDrafts(rs, limits))) ||
+      skip_draft = (cost_ != nullptr && !GateDrafts(rs, limits)) ||
                    (o.skip_draft_gain > 0 && ExpectedAcceptedLength(*tree, es_.calibration) >= o.skip_draft_gain);
-      if (!skip_draft) tree->Reset(tree->token[0]);
     }
     if (!skip_draft) {
       // A calibrated draft tree, pruned in Drafted.
       const DraftParams dp = DraftParamsFor(rs.options, limits, &es_.calibration);
-      if (dp.max_depth >= 1) return dp;
+      if (dp.max_depth >= 1) {
+        // Under load (other requests in the same pass, EngineGroup) the draft passes
+        // delay every request in the step, so the draft is only offered: the group
+        // takes it when the whole step gains (ChooseDrafts), else Declined keeps the
+        // retrieval-only tree built here.
+        if (cost_ != nullptr && limits.load.rows > 0) Offer(rs, limits, dp, tree);
+        tree->Reset(tree->token[0]);
+        return dp;
+      }
+      tree->Reset(tree->token[0]);
       GraftUnder(rs, limits, tree);
     }
     Done(rs, limits, tree);
     return {};
+  }
+
+  const DraftOffer* offer() const override { return offered_ ? &offer_ : nullptr; }
+
+  void Declined(RequestState& rs, const StepLimits&, TokenTree* tree) override {
+    ++rs.stats->n_draft_declined;
+    *tree = std::move(fallback_);
+    tree_size_ = tree->size();
+    offered_ = false;
   }
 
   void Drafted(RequestState& rs, const StepLimits& limits, const DraftCall& call, TokenTree* tree) override {
@@ -82,6 +97,26 @@ class GraftProposer final : public Proposer {
   bool GateDrafts(const RequestState& rs, const StepLimits& limits) {
     return gate_.ShouldDraft(*cost_, std::min(rs.options.draft_max, limits.max_depth), rs.options.draft_frontier,
                              DraftCatchUp(es_, rs), rs.request.n_predict - rs.generated);
+  }
+
+  // The offer of a draft under load: the retrieval-only tree in `tree`, at its best
+  // size, kept for Declined; the draft's side is the gate's chain model at the
+  // acceptance its decision assumed.
+  void Offer(RequestState& rs, const StepLimits& limits, const DraftParams& dp, TokenTree* tree) {
+    Done(rs, limits, tree);
+    fallback_ = *tree;
+    const DraftGate::Plan plan = DraftGate::BestPlan(*cost_, gate_.decision_accept(), dp.max_depth, dp.frontier);
+    // Drafting starts with the tokens its cache lacks; a prompt it has not seen is
+    // prefilled apart, before the shared passes (PrefillDraftPrompt).
+    const int32_t catch_up = std::min(DraftCatchUp(es_, rs), rs.generated + 1);
+    offer_ = DraftOffer{.tokens_with = plan.tokens,
+                        .tokens_without = 1.0 + ExpectedAcceptedLength(fallback_, es_.calibration),
+                        .rows_with = plan.depth + 1,
+                        .rows_without = fallback_.size(),
+                        .passes = std::max(1, plan.depth),
+                        .catch_up = catch_up,
+                        .level_rows = dp.frontier};
+    offered_ = true;
   }
 
   // Tells the gate how the draft's levels fared: along the accepted path, each node
@@ -175,6 +210,9 @@ class GraftProposer final : public Proposer {
   Retrieval query_;
   bool drafted_ = false;   // this step's tree came from the drafter: commit its cache
   double draft_ms_ = 0;    // modelled draft cost of this step
+  bool offered_ = false;   // this step's draft is an offer (offer_), its fallback tree in fallback_
+  DraftOffer offer_;
+  TokenTree fallback_;
   int32_t tree_size_ = 1;  // nodes verified this step
 };
 

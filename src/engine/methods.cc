@@ -70,6 +70,7 @@ void GenerationStats::Add(const GenerationStats& b) {
   n_passes += b.n_passes;
   n_draft_passes += b.n_draft_passes;
   n_draft_steps += b.n_draft_steps;
+  n_draft_declined += b.n_draft_declined;
   nodes_verified += b.nodes_verified;
   n_drafted += b.n_drafted;
   n_grafted += b.n_grafted;

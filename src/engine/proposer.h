@@ -5,6 +5,7 @@
 //   Propose(step, &tree)          tree = root (the last committed token) + proposals;
 //                                 or it asks for a draft, and then
 //   Drafted(step, call, &tree)    finishes the tree the draft model built
+//   (or Declined(step, &tree)     a group passed over the draft it offered)
 //   <one target pass, verification>
 //   Learn(step, tree, verdict)    after verification, before the target cache commits
 //   Commit(step, verdict)         the accepted path is committed; follow it
@@ -103,6 +104,13 @@ class Proposer {
   // After the draft Propose asked for: `tree` is the drafted tree, the drafter holds
   // its nodes (Drafter::DraftSeq). Finish the tree.
   virtual void Drafted(RequestState& rs, const StepLimits& limits, const DraftCall& call, TokenTree* tree) {}
+  // After Propose asked for a draft: null when the step needs it, or the offer of a
+  // proposer that can do without it (DraftOffer: the step's yield either way). An
+  // EngineGroup weighs the offers of a shared step (ChooseDrafts) and calls Declined,
+  // instead of drafting, for those it does not take: it finishes `tree` (just the
+  // root on entry) without the draft.
+  virtual const DraftOffer* offer() const { return nullptr; }
+  virtual void Declined(RequestState& rs, const StepLimits& limits, TokenTree* tree) {}
   // After verification, before the target cache commits. `logits(node)` is the target's
   // row for a verified node. Calibration is recorded by the loop, not here.
   virtual void Learn(RequestState& rs, const TokenTree& tree, const VerifyResult& vr,

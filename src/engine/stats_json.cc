@@ -23,6 +23,7 @@ nlohmann::json StatsToJson(const GenerationStats& st, Method m) {
           {"target_passes", st.n_passes},
           {"draft_passes", st.n_draft_passes},
           {"draft_steps", st.n_draft_steps},
+          {"draft_declined", st.n_draft_declined},
           {"nodes_verified", st.nodes_verified},
           {"drafted", st.n_drafted},
           {"grafted", st.n_grafted},
