@@ -241,6 +241,11 @@ class EngineGroup {
   // Draft-model passes the steps have run so far, each shared by every request that
   // drafted in its step (a request's n_draft_passes counts the ones it took part in).
   int64_t draft_passes() const { return draft_passes_; }
+  // Where the steps' time went, each shared pass counted once (a request's own
+  // GenerationStats count every pass it waited for, in full): ms in target passes
+  // (EvalLanes), and ms drafting (draft prompts' prefill and the shared draft passes).
+  double target_pass_ms() const { return target_pass_ms_; }
+  double draft_ms() const { return draft_ms_; }
 
  private:
   // Drafts of every slot that asked for one this step, in shared passes (DraftTogether).
@@ -252,6 +257,7 @@ class EngineGroup {
   std::shared_ptr<Context> target_ctx_;
   std::shared_ptr<Context> draft_ctx_;  // null without a draft
   int64_t draft_passes_ = 0;
+  double target_pass_ms_ = 0, draft_ms_ = 0;
   std::vector<std::unique_ptr<Engine>> engines_;
 };
 

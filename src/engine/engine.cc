@@ -435,6 +435,8 @@ void EngineGroup::Fail(int32_t slot, const std::string& error, std::vector<Finis
 }
 
 void EngineGroup::DraftAll(const std::vector<int32_t>& slots, std::vector<Finished>* done) {
+  if (slots.empty()) return;
+  ScopedMs t(&draft_ms_);
   std::vector<DraftRequest> requests;
   std::vector<int32_t> request_slot;
   for (int32_t i : slots) {
@@ -628,6 +630,7 @@ std::vector<EngineGroup::Finished> EngineGroup::Step() {
     for (int32_t i : work_slot) finish(i, e.what());
     return done;
   }
+  target_pass_ms_ += pass_ms;
   for (size_t w = 0; w < work.size(); ++w) {
     const int32_t i = work_slot[w];
     State& s = *engines_[i]->s_;

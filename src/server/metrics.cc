@@ -46,11 +46,13 @@ void Metrics::CountGeneration(const GenerationStats& st, Method m, const std::st
   }
 }
 
-void Metrics::CountStep(double ms, int64_t draft_passes) {
+void Metrics::CountStep(double ms, int64_t draft_passes, double target_pass_ms, double draft_ms) {
   std::lock_guard lk(mu_);
   ++steps_;
   busy_ms_ += ms;
   step_draft_passes_ += draft_passes;
+  step_target_ms_ += target_pass_ms;
+  step_draft_ms_ += draft_ms;
 }
 
 void Metrics::CountDropped() {
@@ -101,7 +103,9 @@ std::string Metrics::Render(const QueueGauges& g) const {
   for (int s = 1; s < kNumSources; ++s) {
     o << "graft_accepted_tokens_total{source=\"" << SourceName(static_cast<Source>(s)) << "\"} " << accepted_[s] << '\n';
   }
-  Header(o, "graft_phase_seconds_total", "counter", "engine time by phase (decode = everything after prefill)");
+  Header(o, "graft_phase_seconds_total", "counter",
+         "request time by phase, summed over requests (decode = everything after prefill); a pass shared by "
+         "several requests counts in each: see graft_step_seconds_total for the engine's own time");
   for (int i = 0; i < 7; ++i) o << "graft_phase_seconds_total{phase=\"" << kPhases[i] << "\"} " << phase_ms_[i] / 1000 << '\n';
   Header(o, "graft_queue_wait_seconds", "summary", "time from admission to an engine");
   o << "graft_queue_wait_seconds_sum " << queue_ms_sum_ / 1000 << "\ngraft_queue_wait_seconds_count " << queue_count_ << '\n';
@@ -112,6 +116,13 @@ std::string Metrics::Render(const QueueGauges& g) const {
   o << "graft_steps_total " << steps_ << '\n';
   Header(o, "graft_busy_seconds_total", "counter", "wall time spent in engine steps");
   o << "graft_busy_seconds_total " << busy_ms_ / 1000 << '\n';
+  Header(o, "graft_step_seconds_total", "counter",
+         "wall time of engine steps by part, each shared pass counted once: target passes, drafting (shared "
+         "draft passes and draft prompt prefills), other (proposing, verifying, committing)");
+  o << "graft_step_seconds_total{part=\"target_pass\"} " << step_target_ms_ / 1000 << '\n';
+  o << "graft_step_seconds_total{part=\"draft\"} " << step_draft_ms_ / 1000 << '\n';
+  o << "graft_step_seconds_total{part=\"other\"} " << std::max(0.0, busy_ms_ - step_target_ms_ - step_draft_ms_) / 1000
+    << '\n';
   Header(o, "graft_step_draft_passes_total", "counter",
          "draft-model passes run by engine steps, each shared by every request drafting in its step");
   o << "graft_step_draft_passes_total " << step_draft_passes_ << '\n';

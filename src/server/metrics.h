@@ -30,9 +30,10 @@ class Metrics {
   // "cancelled" (client went away or shutdown) or "error"; times in ms.
   void CountGeneration(const GenerationStats& st, Method m, const std::string& finish, double queue_ms,
                        double first_token_ms);
-  // One step of the engine group, `ms` long: one target pass over every running request,
-  // after `draft_passes` draft passes shared by the requests that drafted.
-  void CountStep(double ms, int64_t draft_passes);
+  // One step of the engine group, `ms` long: one target pass over every running request
+  // (`target_pass_ms` of it), after `draft_passes` draft passes shared by the requests
+  // that drafted (`draft_ms` of it, the drafts' prompt prefills included).
+  void CountStep(double ms, int64_t draft_passes, double target_pass_ms, double draft_ms);
   // A request that was dropped before it reached an engine (client gone / shutdown).
   void CountDropped();
   // A request refused because the wait queue was full.
@@ -60,6 +61,8 @@ class Metrics {
   int64_t steps_ = 0;             // engine-group steps (target passes shared by the requests)
   double busy_ms_ = 0;            // wall time in those steps
   int64_t step_draft_passes_ = 0;  // draft passes those steps ran (each shared by its drafts)
+  double step_target_ms_ = 0;     // of busy_ms_: the shared target passes
+  double step_draft_ms_ = 0;      // of busy_ms_: drafting
   std::deque<double> recent_tps_; // tokens/s of the last kRecent generations (whole request)
   static constexpr size_t kRecent = 128;
 };

@@ -104,8 +104,10 @@ void Scheduler::Loop() {
     std::vector<EngineGroup::Finished> finished;
     const auto t0 = Clock::now();
     const int64_t draft_passes = group_->draft_passes();
+    const double target_ms = group_->target_pass_ms(), draft_ms = group_->draft_ms();
     finished = group_->Step();  // fails only the requests it cannot serve, never throws for one
-    metrics_->CountStep(MsBetween(t0, Clock::now()), group_->draft_passes() - draft_passes);
+    metrics_->CountStep(MsBetween(t0, Clock::now()), group_->draft_passes() - draft_passes,
+                        group_->target_pass_ms() - target_ms, group_->draft_ms() - draft_ms);
     for (EngineGroup::Finished& f : finished) End(f);
   }
 }

@@ -489,6 +489,11 @@ def main():
         missing = [n for n in names if n not in text]
         check("metrics names", not missing, missing)
         check("metrics 400s counted", 'status="400"' in text and srv.metric("graft_generated_tokens_total") > 0)
+        # The engine's own time: each shared pass once, the parts adding up to the busy time.
+        busy, parts = srv.metric("graft_busy_seconds_total"), srv.metric("graft_step_seconds_total")
+        target = srv.metric('graft_step_seconds_total{part="target_pass"}')
+        check("step seconds add up to the busy seconds", 0 < target <= parts and abs(parts - busy) <= 1e-3 * busy + 1e-6,
+              f"target {target} parts {parts} busy {busy}")
 
     for name, fn in [("basics", basics), ("completions", completions_equal_generate), ("chat", chat_equal_generate),
                      ("curl", curl_cases), ("stop", stop_sequences), ("bad inputs", bad_inputs),
