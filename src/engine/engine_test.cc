@@ -699,7 +699,49 @@ TEST(EngineGroupTest, AdaptiveGraftDraftsUnderLoadOnlyWhereTheStepGains) {
       EXPECT_LT(group.draft_passes() * 2, took_part) << "the requests did not draft together";
     } else {
       EXPECT_GT(declined, 0);
+      // Rows past 4 cost a pass each, so a draft pays at most 3 levels deep there; the
+      // draft never runs deeper than the depth its gate priced (one pass per level).
+      EXPECT_LE(took_part, 3 * draft_steps);
     }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// A request alone on a group's slot shares its first pass with its prompt's last
+// chunk, and its first tree is sized against those rows. That step must not teach
+// graft's draft gate that retrieval is slow (its tree's stand-alone cost), or the
+// gate drafts for the rest of the engine's life where drafting cannot pay. Here a
+// target row costs half a pass more and a draft pass 0.6 of one: even a draft that is
+// always right (the tiny target as its own draft) loses, so graft never drafts, alone
+// or in a group.
+TEST(EngineGroupTest, AFirstStepBesideItsPromptDoesNotTurnTheDraftOn) {
+  auto target = Model::Load(ModelPath("tiny-target.gguf"));
+  auto draft = Model::Load(ModelPath("tiny-target.gguf"));
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("graft_group_gate_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  EngineConfig cfg{.n_ctx = 1024, .max_tree = 16};
+  cfg.profile_dir = dir.string();
+  WriteProfile(*target, draft.get(), cfg, [](int32_t r) { return 50.0 * (r + 1); }, [](int32_t) { return 60.0; });
+  const std::vector<std::string> texts = SpecBenchPrompts(1);
+  ASSERT_GE(texts.size(), 3u);
+  Engine alone(*target, draft.get(), cfg);
+  EngineGroup group(*target, draft.get(), cfg, {.slots = 1});
+  for (size_t k = 0; k < 3; ++k) {
+    GenerateRequest req;
+    req.prompt = Encode(*target, texts[k]);
+    if (req.prompt.size() > 120) req.prompt.resize(120);
+    req.n_predict = 40;
+    const DecodeOptions o{.method = Method::kGraft, .tree_budget = 16};
+    EXPECT_EQ(alone.Generate(req, o).stats.n_draft_steps, 0) << "alone, request " << k;
+    group.Start(0, req, o);
+    GenerateResult got;
+    for (int steps = 0; !group.idle(); ++steps) {
+      ASSERT_LT(steps, 500);
+      for (EngineGroup::Finished& f : group.Step()) got = std::move(f.result);
+    }
+    EXPECT_EQ(got.stats.n_draft_steps, 0) << "in a group, request " << k;
+    EXPECT_EQ(got.stats.t_calibrate_ms, 0.0);
   }
   std::filesystem::remove_all(dir);
 }

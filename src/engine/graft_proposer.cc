@@ -24,6 +24,7 @@ class GraftProposer final : public Proposer {
     drafted_ = false;
     draft_ms_ = 0;
     offered_ = false;
+    alone_ = limits.load.rows == 0;
     bool skip_draft = false;
     // Retrieve first: when the request, history and corpus indexes already promise
     // enough, or when drafting has not paid lately, the draft model sits this step out.
@@ -34,8 +35,13 @@ class GraftProposer final : public Proposer {
                    (o.skip_draft_gain > 0 && ExpectedAcceptedLength(*tree, es_.calibration) >= o.skip_draft_gain);
     }
     if (!skip_draft) {
-      // A calibrated draft tree, pruned in Drafted.
-      const DraftParams dp = DraftParamsFor(rs.options, limits, &es_.calibration);
+      // A calibrated draft tree, pruned in Drafted, no deeper than the depth at which
+      // the gate found that drafting pays: deeper levels cost passes it did not price.
+      DraftParams dp = DraftParamsFor(rs.options, limits, &es_.calibration);
+      if (cost_ != nullptr && dp.max_depth >= 1) {
+        const DraftGate::Plan plan = DraftGate::BestPlan(*cost_, gate_.decision_accept(), dp.max_depth, dp.frontier);
+        dp.max_depth = std::max(1, plan.depth);
+      }
       if (dp.max_depth >= 1) {
         // Under load (other requests in the same pass, EngineGroup) the draft passes
         // delay every request in the step, so the draft is only offered: the group
@@ -86,7 +92,11 @@ class GraftProposer final : public Proposer {
     if (drafted_) es_.drafter->Commit(vr.accepted);
     es_.request.Append(emitted);
     // The gate sees the modelled cost of the step, not its wall time: deterministic.
-    if (cost_ != nullptr && !drafted_) {
+    // Only a pass of its own tells what retrieval alone costs: a tree sized against
+    // other rows in the pass (other requests, its own prompt's last chunk) is larger
+    // than it would be alone, and its stand-alone cost would make retrieval look slow
+    // and turn the draft on where it cannot pay.
+    if (cost_ != nullptr && !drafted_ && alone_) {
       gate_.ObserveRetrieval(static_cast<int32_t>(emitted.size()), cost_->VerifyMs(tree_size_));
     }
   }
@@ -210,6 +220,7 @@ class GraftProposer final : public Proposer {
   Retrieval query_;
   bool drafted_ = false;   // this step's tree came from the drafter: commit its cache
   double draft_ms_ = 0;    // modelled draft cost of this step
+  bool alone_ = true;      // this step's pass holds no other rows (StepLimits::load)
   bool offered_ = false;   // this step's draft is an offer (offer_), its fallback tree in fallback_
   DraftOffer offer_;
   TokenTree fallback_;
