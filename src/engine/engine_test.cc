@@ -609,6 +609,16 @@ TEST(EngineGroupTest, DraftsShareTheirPasses) {
          static_cast<long long>(group.draft_passes()), static_cast<long long>(took_part));
 }
 
+// A folder of its own under the temp folder, removed when it goes out of scope.
+struct TempDir {
+  explicit TempDir(const std::string& name)
+      : path(std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::filesystem::path path;
+};
+
 // A made-up cost profile for (target, draft) under `cfg`, written where `cfg`'s engines
 // look for theirs, so graft's policy takes its decisions from these curves.
 void WriteProfile(const Model& target, const Model* draft, const EngineConfig& cfg,
@@ -639,9 +649,7 @@ void WriteProfile(const Model& target, const Model* draft, const EngineConfig& c
 TEST(EngineGroupTest, AdaptiveGraftDraftsUnderLoadOnlyWhereTheStepGains) {
   auto target = Model::Load(ModelPath("tiny-target.gguf"));
   auto draft = Model::Load(ModelPath("tiny-target.gguf"));
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("graft_group_profiles_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
+  const TempDir dir("graft_group_profiles");
   const std::vector<std::string> texts = SpecBenchPrompts(1);
   const size_t n = 4;
   ASSERT_GE(texts.size(), n);
@@ -664,7 +672,7 @@ TEST(EngineGroupTest, AdaptiveGraftDraftsUnderLoadOnlyWhereTheStepGains) {
       {"block", [](int32_t r) { return r <= 4 ? 10.0 : 10.0 * (r - 3); }, [](int32_t) { return 2.0; }}};
   for (const Machine& m : machines) {
     EngineConfig cfg{.n_ctx = 1024, .max_tree = 16};
-    cfg.profile_dir = (dir / m.name).string();
+    cfg.profile_dir = (dir.path / m.name).string();
     WriteProfile(*target, draft.get(), cfg, m.verify_ms, m.draft_ms);
     EngineGroup group(*target, draft.get(), cfg, {.slots = static_cast<int32_t>(n)});
     for (size_t k = 0; k < n; ++k) {
@@ -704,7 +712,6 @@ TEST(EngineGroupTest, AdaptiveGraftDraftsUnderLoadOnlyWhereTheStepGains) {
       EXPECT_LE(took_part, 3 * draft_steps);
     }
   }
-  std::filesystem::remove_all(dir);
 }
 
 // A request alone on a group's slot shares its first pass with its prompt's last
@@ -717,11 +724,9 @@ TEST(EngineGroupTest, AdaptiveGraftDraftsUnderLoadOnlyWhereTheStepGains) {
 TEST(EngineGroupTest, AFirstStepBesideItsPromptDoesNotTurnTheDraftOn) {
   auto target = Model::Load(ModelPath("tiny-target.gguf"));
   auto draft = Model::Load(ModelPath("tiny-target.gguf"));
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("graft_group_gate_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
+  const TempDir dir("graft_group_gate");
   EngineConfig cfg{.n_ctx = 1024, .max_tree = 16};
-  cfg.profile_dir = dir.string();
+  cfg.profile_dir = dir.path.string();
   WriteProfile(*target, draft.get(), cfg, [](int32_t r) { return 50.0 * (r + 1); }, [](int32_t) { return 60.0; });
   const std::vector<std::string> texts = SpecBenchPrompts(1);
   ASSERT_GE(texts.size(), 3u);
@@ -743,7 +748,6 @@ TEST(EngineGroupTest, AFirstStepBesideItsPromptDoesNotTurnTheDraftOn) {
     EXPECT_EQ(got.stats.n_draft_steps, 0) << "in a group, request " << k;
     EXPECT_EQ(got.stats.t_calibrate_ms, 0.0);
   }
-  std::filesystem::remove_all(dir);
 }
 
 // The same on the default pair (Q4_K), 8 requests on 4 slots, ar and graft: every
