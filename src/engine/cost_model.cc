@@ -57,11 +57,14 @@ double SharedDraftMs(const CostModel& cost, std::span<const DraftOffer> drafting
   double ms = 0;
   for (int32_t pass = 0;; ++pass) {
     int32_t rows = 0;
+    bool any = false;
     for (const DraftOffer& o : drafting) {
-      if (o.passes > pass) rows += pass == 0 ? o.catch_up : o.level_rows;
+      if (o.passes <= pass) continue;
+      any = true;
+      rows += pass == 0 ? o.catch_up : o.level_rows;
     }
-    if (rows == 0) return ms;
-    ms += cost.DraftMs(rows);
+    if (!any) return ms;
+    if (rows > 0) ms += cost.DraftMs(rows);
   }
 }
 
