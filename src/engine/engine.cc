@@ -576,7 +576,7 @@ std::vector<EngineGroup::Finished> EngineGroup::Step() {
         // on the choice (one counted).
         required.push_back({.rows_with = dp.budget,
                             .passes = dp.max_depth,
-                            .catch_up = std::min(DraftCatchUp(s, s.flight->rs), s.flight->rs.generated + 1),
+                            .catch_up = SharedCatchUp(s, s.flight->rs),
                             .level_rows = dp.frontier});
         rest.tokens += 1.0;
       }

@@ -38,8 +38,9 @@ class GraftProposer final : public Proposer {
       // A calibrated draft tree, pruned in Drafted, no deeper than the depth at which
       // the gate found that drafting pays: deeper levels cost passes it did not price.
       DraftParams dp = DraftParamsFor(rs.options, limits, &es_.calibration);
+      DraftGate::Plan plan;
       if (cost_ != nullptr && dp.max_depth >= 1) {
-        const DraftGate::Plan plan = DraftGate::BestPlan(*cost_, gate_.decision_accept(), dp.max_depth, dp.frontier);
+        plan = DraftGate::BestPlan(*cost_, gate_.decision_accept(), dp.max_depth, dp.frontier);
         dp.max_depth = std::max(1, plan.depth);
       }
       if (dp.max_depth >= 1) {
@@ -47,7 +48,7 @@ class GraftProposer final : public Proposer {
         // delay every request in the step, so the draft is only offered: the group
         // takes it when the whole step gains (ChooseDrafts), else Declined keeps the
         // retrieval-only tree built here.
-        if (cost_ != nullptr && limits.load.rows > 0) Offer(rs, limits, dp, tree);
+        if (cost_ != nullptr && limits.load.rows > 0) Offer(rs, limits, dp, plan, tree);
         tree->Reset(tree->token[0]);
         return dp;
       }
@@ -110,21 +111,18 @@ class GraftProposer final : public Proposer {
   }
 
   // The offer of a draft under load: the retrieval-only tree in `tree`, at its best
-  // size, kept for Declined; the draft's side is the gate's chain model at the
-  // acceptance its decision assumed.
-  void Offer(RequestState& rs, const StepLimits& limits, const DraftParams& dp, TokenTree* tree) {
+  // size, kept for Declined; the draft's side is the gate's chain model (`plan`) at
+  // the acceptance its decision assumed.
+  void Offer(RequestState& rs, const StepLimits& limits, const DraftParams& dp, const DraftGate::Plan& plan,
+             TokenTree* tree) {
     Done(rs, limits, tree);
     fallback_ = *tree;
-    const DraftGate::Plan plan = DraftGate::BestPlan(*cost_, gate_.decision_accept(), dp.max_depth, dp.frontier);
-    // Drafting starts with the tokens its cache lacks; a prompt it has not seen is
-    // prefilled apart, before the shared passes (PrefillDraftPrompt).
-    const int32_t catch_up = std::min(DraftCatchUp(es_, rs), rs.generated + 1);
     offer_ = DraftOffer{.tokens_with = plan.tokens,
                         .tokens_without = 1.0 + ExpectedAcceptedLength(fallback_, es_.calibration),
                         .rows_with = plan.depth + 1,
                         .rows_without = fallback_.size(),
                         .passes = std::max(1, plan.depth),
-                        .catch_up = catch_up,
+                        .catch_up = SharedCatchUp(es_, rs),
                         .level_rows = dp.frontier};
     offered_ = true;
   }

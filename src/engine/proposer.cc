@@ -80,6 +80,10 @@ int32_t DraftCatchUp(const EngineState& es, const RequestState& rs) {
   return committed - std::min(es.dctx->n_past(es.lane), committed - 1);
 }
 
+int32_t SharedCatchUp(const EngineState& es, const RequestState& rs) {
+  return std::min(DraftCatchUp(es, rs), rs.generated + 1);
+}
+
 void PrefillDraftPrompt(EngineState& es, RequestState& rs) {
   GenerationStats& st = *rs.stats;
   const std::vector<Token>& prompt = rs.request.prompt;

@@ -158,6 +158,10 @@ void PruneDraft(EngineState& es, const DecodeOptions& o, int32_t max_depth, Toke
 // that prompt too. O(1).
 int32_t DraftCatchUp(const EngineState& es, const RequestState& rs);
 
+// Rows of the request's catch-up in a shared draft pass: DraftCatchUp less a prompt the
+// draft has not seen, which PrefillDraftPrompt prefills apart first (>= 1). O(1).
+int32_t SharedCatchUp(const EngineState& es, const RequestState& rs);
+
 // The draft model's copy of the request's prompt, prefilled lazily (a method may never
 // draft) and billed as prefill; drafting catches the rest up.
 void PrefillDraftPrompt(EngineState& es, RequestState& rs);
