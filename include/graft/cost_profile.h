@@ -38,6 +38,15 @@ struct CostProfile {
   std::string measured_at;        // ISO date of the measurement
 };
 
+// One model in a cache key: its name, description, file size and vocabulary fingerprint.
+std::string ModelKey(const Model& model);
+
+// 64-bit FNV-1a of `s`: cache file names from keys.
+uint64_t Fnv1a(const std::string& s);
+
+// $GRAFT_PROFILE_DIR, else $HOME/.cache/graft/profiles.
+std::string DefaultProfileDir();
+
 // The cache key for these models on this machine (see CostProfile::key).
 std::string CostProfileKey(const Model& target, const Model* draft, const CostProfileOptions& options);
 

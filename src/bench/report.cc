@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "bench/peers.h"
+#include "graft/atomic_file.h"
 #include "graft/error.h"
 
 namespace graft::bench {
@@ -385,23 +386,6 @@ std::string MarkdownText(const json& res, const std::vector<std::string>& catego
     }
   }
   return os.str();
-}
-
-void WriteFileAtomic(const std::string& path, const std::string& content) {
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error("cannot write " + tmp);
-    out << content;
-    out.flush();
-    if (!out) throw Error("error writing " + tmp + " (disk full?)");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw Error("cannot replace " + path + ": " + ec.message());
-  }
 }
 
 json ResultsJson(const ReportInput& in) {

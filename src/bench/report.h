@@ -54,10 +54,6 @@ std::string CsvText(const std::vector<BenchRow>& rows);
 // categories + overall, cells "speedup (tau)"), then statistics and per-source tables.
 std::string MarkdownText(const nlohmann::json& results, const std::vector<std::string>& categories);
 
-// Writes `content` to a temporary file beside `path`, flushes it, and renames it over
-// `path`, so readers see the old or the new file, never a partial one.
-void WriteFileAtomic(const std::string& path, const std::string& content);
-
 struct ReportInput {
   nlohmann::json meta;  // date, command, flags, machine, models, llama_cpp, dataset
   const std::vector<BenchConfig>* configs = nullptr;

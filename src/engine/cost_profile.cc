@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "engine/scoped_ms.h"
+#include "graft/atomic_file.h"
 #include "graft/error.h"
 #include "graft/sampling.h"
 
@@ -35,17 +36,7 @@ std::string CpuName() {
   return "unknown cpu";
 }
 
-std::string ModelKey(const Model& m) {
-  char fp[17];
-  snprintf(fp, sizeof(fp), "%016llx", static_cast<unsigned long long>(m.VocabFingerprint()));
-  return m.Name() + " (" + m.Description() + ", " + std::to_string(m.size_bytes()) + " bytes, vocab " + fp + ")";
-}
 
-uint64_t Fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 
 std::string Today() {
   const std::time_t t = std::time(nullptr);
@@ -107,11 +98,6 @@ class PassTimer {
   int32_t base_ = 0;
 };
 
-std::string DefaultDir() {
-  if (const char* d = std::getenv("GRAFT_PROFILE_DIR"); d != nullptr && *d != '\0') return d;
-  const char* home = std::getenv("HOME");
-  return std::string(home != nullptr ? home : ".") + "/.cache/graft/profiles";
-}
 
 // The cached profile at `path` if it is readable, matches `key` and covers the sizes
 // asked for; nullopt otherwise (a stale or foreign file is simply re-measured).
@@ -139,6 +125,24 @@ std::optional<CostProfile> TryLoad(const std::string& path, const std::string& k
 
 }  // namespace
 
+std::string ModelKey(const Model& m) {
+  char fp[17];
+  snprintf(fp, sizeof(fp), "%016llx", static_cast<unsigned long long>(m.VocabFingerprint()));
+  return m.Name() + " (" + m.Description() + ", " + std::to_string(m.size_bytes()) + " bytes, vocab " + fp + ")";
+}
+
+uint64_t Fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+std::string DefaultProfileDir() {
+  if (const char* d = std::getenv("GRAFT_PROFILE_DIR"); d != nullptr && *d != '\0') return d;
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr ? home : ".") + "/.cache/graft/profiles";
+}
+
 std::string CostProfileKey(const Model& target, const Model* draft, const CostProfileOptions& o) {
   return "target " + ModelKey(target) + "; draft " + (draft != nullptr ? ModelKey(*draft) : "none") + "; threads " +
          std::to_string(o.n_threads) + "; prefix " + std::to_string(o.prefix) + "; cpu " + CpuName() + " x" +
@@ -148,7 +152,7 @@ std::string CostProfileKey(const Model& target, const Model* draft, const CostPr
 std::string CostProfilePath(const std::string& key, const CostProfileOptions& o) {
   char name[40];
   snprintf(name, sizeof(name), "%016llx.json", static_cast<unsigned long long>(Fnv1a(key)));
-  return (fs::path(o.dir.empty() ? DefaultDir() : o.dir) / name).string();
+  return (fs::path(o.dir.empty() ? DefaultProfileDir() : o.dir) / name).string();
 }
 
 std::vector<std::vector<double>> MedianCurves(const std::vector<CurveSampler>& curves, int32_t repeats) {
@@ -196,20 +200,10 @@ void SaveCostProfile(const CostProfile& p, const CostProfileOptions& o) {
   if (ec) throw Error("cannot create the profile folder " + path.parent_path().string() + ": " + ec.message());
   const nlohmann::json j = {{"version", kProfileVersion}, {"key", p.key},           {"measured_at", p.measured_at},
                             {"verify_ms", p.verify_ms},   {"draft_ms", p.draft_ms}};
-  const std::string tmp = path.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << j.dump(1) << "\n";
-    out.flush();
-    if (!out) {
-      fs::remove(tmp, ec);
-      throw Error("cannot write the cost profile " + tmp);
-    }
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw Error("cannot write the cost profile " + path.string() + ": " + ec.message());
+  try {
+    WriteFileAtomic(path.string(), j.dump(1) + "\n");
+  } catch (const Error& e) {
+    throw Error(std::string("cannot write the cost profile: ") + e.what());
   }
 }
 
