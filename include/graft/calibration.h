@@ -33,6 +33,15 @@ struct CalibrationOptions {
   double explore_strength = 0.0;
 };
 
+// Every count of a Calibration, for keeping what an engine learnt across runs
+// (graft/learned_state.h). `trials` and `accepts` are per (source, confidence
+// bucket, depth bucket), index (source * kConfBuckets + conf) * kDepthBuckets + depth;
+// `confidence` and `source_accepts` per source (the scale's counts).
+struct CalibrationCounts {
+  std::vector<double> trials, accepts;
+  std::vector<double> confidence, source_accepts;
+};
+
 // What an edge's confidence means differs per source (a draft model's softmax, a
 // suffix index's count ratio) and drifts with the request, so acceptance is learned
 // online, per source, in a grid of 10 confidence buckets (width 0.1 on the edge
@@ -77,6 +86,18 @@ class Calibration {
 
   // Forgets everything. O(cells).
   void Clear();
+
+  // Every count, and back: Restore replaces all of them (the coarse cells are the
+  // sums of the fine ones). Restore throws graft::Error when the sizes do not match
+  // or a count is negative, NaN or an accept count exceeds its trials, and then
+  // changes nothing. O(cells).
+  CalibrationCounts Counts() const;
+  void Restore(const CalibrationCounts& counts);
+
+  // Scales each source's counts down so that it holds at most `max_trials` trials:
+  // its rates stay, their weight against new outcomes shrinks (a prior from earlier
+  // runs that a request's own outcomes soon outweigh). O(cells).
+  void CapTrials(double max_trials);
 
   const CalibrationOptions& options() const { return options_; }
 

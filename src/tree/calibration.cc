@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "graft/error.h"
+
 namespace graft {
 namespace {
 
@@ -95,6 +97,65 @@ void Calibration::Clear() {
   fine_.fill(Cell{});
   coarse_.fill(Cell{});
   source_.fill(SourceCell{});
+}
+
+CalibrationCounts Calibration::Counts() const {
+  CalibrationCounts c;
+  c.trials.resize(kCells);
+  c.accepts.resize(kCells);
+  for (int i = 0; i < kCells; ++i) {
+    c.trials[i] = fine_[i].trials;
+    c.accepts[i] = fine_[i].accepts;
+  }
+  for (const SourceCell& x : source_) {
+    c.confidence.push_back(x.confidence);
+    c.source_accepts.push_back(x.accepts);
+  }
+  return c;
+}
+
+void Calibration::Restore(const CalibrationCounts& c) {
+  if (c.trials.size() != kCells || c.accepts.size() != kCells || c.confidence.size() != kNumSources ||
+      c.source_accepts.size() != kNumSources) {
+    throw Error("calibration counts of the wrong shape");
+  }
+  auto ok = [](double v) { return std::isfinite(v) && v >= 0; };
+  for (int i = 0; i < kCells; ++i) {
+    if (!ok(c.trials[i]) || !ok(c.accepts[i]) || c.accepts[i] > c.trials[i] * (1 + 1e-9)) {
+      throw Error("calibration counts out of range");
+    }
+  }
+  for (int s = 0; s < kNumSources; ++s) {
+    if (!ok(c.confidence[s]) || !ok(c.source_accepts[s])) throw Error("calibration counts out of range");
+  }
+  Clear();
+  for (int i = 0; i < kCells; ++i) {
+    fine_[i] = Cell{c.trials[i], c.accepts[i]};
+    Cell& k = coarse_[i / kDepthBuckets];
+    k.trials += c.trials[i];
+    k.accepts += c.accepts[i];
+  }
+  for (int s = 0; s < kNumSources; ++s) source_[s] = SourceCell{c.confidence[s], c.source_accepts[s]};
+}
+
+void Calibration::CapTrials(double max_trials) {
+  for (int s = 0; s < kNumSources; ++s) {
+    const double n = SourceTrials(static_cast<Source>(s));
+    if (n <= max_trials || n <= 0) continue;
+    const double f = std::max(0.0, max_trials) / n;
+    for (int c = 0; c < kConfBuckets; ++c) {
+      Cell& k = coarse_[CoarseIndex(s, c)];
+      k.trials *= f;
+      k.accepts *= f;
+      for (int d = 0; d < kDepthBuckets; ++d) {
+        Cell& x = fine_[FineIndex(s, c, d)];
+        x.trials *= f;
+        x.accepts *= f;
+      }
+    }
+    source_[s].confidence *= f;
+    source_[s].accepts *= f;
+  }
 }
 
 std::vector<double> PathAcceptance(const TokenTree& tree, const Calibration& calibration) {

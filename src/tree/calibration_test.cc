@@ -8,6 +8,7 @@
 #include <cmath>
 #include <random>
 
+#include "graft/error.h"
 #include "tree_test_util.h"
 
 namespace graft {
@@ -171,6 +172,86 @@ TEST(CalibrationTest, PathAcceptanceIsProductAndNonIncreasing) {
     for (size_t i = 1; i < a.size(); ++i) sum += a[i];
     EXPECT_NEAR(ExpectedAcceptedLength(t, c), sum, 1e-9);
   }
+}
+
+// Counts() and Restore() carry every estimate over: a restored calibration answers
+// as the original in every cell, and keeps learning from there alike.
+TEST(CalibrationTest, CountsRestoreEveryEstimate) {
+  Calibration a(CalibrationOptions{.source_scale_prior = 0.5, .explore_strength = 2.0});
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(0, 1);
+  const Source sources[] = {Source::kDraft, Source::kRequest, Source::kRecycle, Source::kPld};
+  for (int i = 0; i < 500; ++i) {
+    const Source s = sources[i % 4];
+    const float p = u(rng);
+    a.Record(s, p, 1 + i % 9, u(rng) < p * 0.7f);
+  }
+  Calibration b(a.options());
+  b.Restore(a.Counts());
+  auto same = [&](const Calibration& x, const Calibration& y) {
+    for (Source s : sources) {
+      for (int c = 0; c < Calibration::kConfBuckets; ++c) {
+        for (int d = 1; d <= Calibration::kDepthBuckets; ++d) {
+          const float p = (c + 0.5f) / Calibration::kConfBuckets;
+          ASSERT_NEAR(x.Estimate(s, p, d), y.Estimate(s, p, d), 1e-12) << static_cast<int>(s) << " " << c << " " << d;
+        }
+      }
+      ASSERT_DOUBLE_EQ(x.SourceTrials(s), y.SourceTrials(s));
+    }
+  };
+  same(a, b);
+  a.Record(Source::kPld, 0.9f, 2, true);
+  b.Record(Source::kPld, 0.9f, 2, true);
+  same(a, b);
+}
+
+TEST(CalibrationTest, RestoreRejectsBadCountsAndKeepsItsOwn) {
+  Calibration a;
+  a.Record(Source::kRequest, 0.8f, 1, true);
+  const CalibrationCounts good = a.Counts();
+  const double before = a.Estimate(Source::kRequest, 0.8f, 1);
+  auto rejected = [&](CalibrationCounts c) {
+    EXPECT_THROW(a.Restore(c), Error);
+    EXPECT_DOUBLE_EQ(a.Estimate(Source::kRequest, 0.8f, 1), before);
+  };
+  CalibrationCounts c = good;
+  c.trials.pop_back();
+  rejected(c);
+  c = good;
+  c.confidence.push_back(0);
+  rejected(c);
+  c = good;
+  c.trials[3] = -1;
+  rejected(c);
+  c = good;
+  c.accepts[5] = std::nan("");
+  rejected(c);
+  c = good;
+  c.accepts[7] = c.trials[7] + 1;  // more accepted than tried
+  rejected(c);
+  c = good;
+  c.source_accepts[1] = INFINITY;
+  rejected(c);
+}
+
+// CapTrials keeps a source's rates (its estimates barely move: only the prior's
+// weight against the counts changes) while its trials shrink to the cap; a source
+// under the cap is untouched.
+TEST(CalibrationTest, CapTrialsKeepsRatesAndBoundsWeight) {
+  Calibration a;
+  for (int i = 0; i < 1000; ++i) a.Record(Source::kRequest, 0.85f, 1, i % 4 == 0);  // 25% accepted
+  for (int i = 0; i < 10; ++i) a.Record(Source::kPld, 0.5f, 2, i % 2 == 0);
+  const double pld = a.Estimate(Source::kPld, 0.5f, 2);
+  a.CapTrials(64);
+  EXPECT_NEAR(a.SourceTrials(Source::kRequest), 64, 1e-9);
+  EXPECT_NEAR(a.SourceAccepts(Source::kRequest), 16, 1e-9);
+  EXPECT_NEAR(a.Estimate(Source::kRequest, 0.85f, 1), 0.25, 0.06);
+  EXPECT_DOUBLE_EQ(a.SourceTrials(Source::kPld), 10);
+  EXPECT_DOUBLE_EQ(a.Estimate(Source::kPld, 0.5f, 2), pld);
+  // New outcomes now weigh against 64 trials, not 1000: 64 acceptances move the
+  // rate most of the way.
+  for (int i = 0; i < 64; ++i) a.Record(Source::kRequest, 0.85f, 1, true);
+  EXPECT_GT(a.Estimate(Source::kRequest, 0.85f, 1), 0.55);
 }
 
 }  // namespace
