@@ -56,6 +56,11 @@ struct EngineConfig {
   // Where graft's cost profiles are cached (graft/cost_profile.h); "" = the default
   // ($GRAFT_PROFILE_DIR, else ~/.cache/graft/profiles).
   std::string profile_dir;
+  // A file of what engines with these models learnt before (graft/learned_state.h):
+  // read when the engine is made (missing: start cold; unusable: a warning, start
+  // cold), written by SaveLearned. "" = start cold and keep nothing. The tokens do not
+  // depend on it beyond near-ties (lossless); the trees, and so the speed, do.
+  std::string learned_state;
 };
 
 struct DecodeOptions {
@@ -165,6 +170,12 @@ class Engine {
   // request does this itself; a server calls it before taking requests.
   double PrepareCostProfile();
 
+  // Writes what the engine has learnt (its calibration, on top of the state it was
+  // made with) to config.learned_state, atomically, at most kLearnedKeepTrials per
+  // source; false (nothing written) when the config names no file. Throws
+  // graft::Error naming the file when it cannot. A few KiB; O(calibration cells).
+  bool SaveLearned() const;
+
   const Model& target() const;
   const Model* draft() const;
   bool has_index() const;
@@ -237,6 +248,10 @@ class EngineGroup {
 
   // Cost profile of every slot (Engine::PrepareCostProfile); ms spent measuring.
   double PrepareCostProfile();
+
+  // Engine::SaveLearned for the whole group: the state the slots were made with, plus
+  // what each slot has learnt since.
+  bool SaveLearned() const;
 
   // Draft-model passes the steps have run so far, each shared by every request that
   // drafted in its step (a request's n_draft_passes counts the ones it took part in).

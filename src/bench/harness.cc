@@ -129,6 +129,7 @@ struct Harness::Impl {
     ec.n_threads = o.n_threads;
     ec.max_tree = std::max(c.budget, 1);
     if (c.method == Method::kRest || c.method == Method::kGraft) ec.index_path = o.index_path;
+    ec.learned_state = o.learned_state;
     return std::make_unique<Engine>(target, MethodNeedsDraft(c.method) ? draft : nullptr, ec);
   }
 

@@ -70,6 +70,9 @@ struct HarnessOptions {
   int32_t n_ctx = 4096;     // upper bound; engines get the smallest multiple of 256 that fits
   int32_t n_threads = 2;
   std::string index_path;   // corpus datastore for rest / graft ("" = none)
+  // Every engine starts from this learned state (graft/learned_state.h; never written
+  // here), so every method and repetition sees the same start; "" = cold.
+  std::string learned_state;
   std::string system;       // system message ("" = none)
   bool raw = false;         // no chat template: BOS + text (turns joined by blank lines)
   int32_t max_prompt_tokens = 0;  // cap on the first turn's prompt (0 = what fits n_ctx)

@@ -10,6 +10,7 @@
 #include "engine/proposer.h"
 #include "graft/cost_profile.h"
 #include "graft/error.h"
+#include "graft/learned_state.h"
 #include "graft/verify.h"
 
 namespace graft {
@@ -25,7 +26,18 @@ EngineState::EngineState(const Model& t, const Model* d, const EngineConfig& c)
       // scale learnt on failing short matches otherwise kept long copies unproposed
       // on machines whose 2-row pass costs 1.7x a 1-row one (graft = ar there).
       calibration(CalibrationOptions{.source_scale_prior = 0.5, .explore_strength = 2.0}),
-      request(RetrievalOptions{}, &history) {}
+      request(RetrievalOptions{}, &history) {
+  if (c.learned_state.empty()) return;
+  try {
+    if (std::optional<LearnedState> st = LoadLearnedState(c.learned_state, LearnedStateKey(t, d))) {
+      calibration.Restore(st->calibration);
+      calibration.CapTrials(kLearnedPriorTrials);
+      learned_prior = calibration.Counts();
+    }
+  } catch (const Error& e) {
+    fprintf(stderr, "graft: warning: %s; starting without it\n", e.what());
+  }
+}
 
 const CostModel& EngineState::Costs(double* calibrate_ms) {
   if (!cost) {
@@ -270,6 +282,43 @@ bool Engine::State::FinishStep(int32_t row0, double pass_ms) {
     f.proposer->Commit(f.rs, vr, emitted);
   }
   return Emit(f.rs, emitted, target, &f.result);
+}
+
+namespace {
+
+// Saves what `engines` learnt to their learned-state file: the prior they all loaded
+// once, plus each one's own outcomes since (counts only grow: nothing decays them).
+bool SaveLearnedOf(const std::vector<const EngineState*>& engines) {
+  const EngineState& first = *engines.front();
+  if (first.config.learned_state.empty()) return false;
+  CalibrationCounts total = first.calibration.Counts();
+  const CalibrationCounts& prior = first.learned_prior;  // empty when it started cold
+  auto add = [](std::vector<double>& to, const std::vector<double>& x, const std::vector<double>& p) {
+    for (size_t i = 0; i < to.size(); ++i) to[i] += std::max(0.0, x[i] - (p.empty() ? 0.0 : p[i]));
+  };
+  for (size_t k = 1; k < engines.size(); ++k) {
+    const CalibrationCounts c = engines[k]->calibration.Counts();
+    add(total.trials, c.trials, prior.trials);
+    add(total.accepts, c.accepts, prior.accepts);
+    add(total.confidence, c.confidence, prior.confidence);
+    add(total.source_accepts, c.source_accepts, prior.source_accepts);
+  }
+  for (size_t i = 0; i < total.trials.size(); ++i) total.accepts[i] = std::min(total.accepts[i], total.trials[i]);
+  Calibration kept;
+  kept.Restore(total);
+  kept.CapTrials(kLearnedKeepTrials);
+  SaveLearnedState(first.config.learned_state, {LearnedStateKey(first.target, first.draft), kept.Counts(), ""});
+  return true;
+}
+
+}  // namespace
+
+bool Engine::SaveLearned() const { return SaveLearnedOf({s_.get()}); }
+
+bool EngineGroup::SaveLearned() const {
+  std::vector<const EngineState*> states;
+  for (const auto& e : engines_) states.push_back(e->s_.get());
+  return SaveLearnedOf(states);
 }
 
 Engine::Engine(const Model& target, const Model* draft, const EngineConfig& config)

@@ -18,6 +18,7 @@
 #include "graft/cost_profile.h"
 #include "graft/engine.h"
 #include "graft/error.h"
+#include "graft/learned_state.h"
 #include "graft/retrieval_datastore.h"
 
 namespace graft {
@@ -881,6 +882,142 @@ TEST(EngineGroupTest, BadRequestsLeaveTheSlotFree) {
   EXPECT_EQ(done.at(1).result.tokens, alone.Generate(small, DecodeOptions{}).tokens);
   EXPECT_THROW(EngineGroup(*target, nullptr, cfg, {.slots = 0}), Error);
   EXPECT_THROW(EngineGroup(*target, nullptr, EngineConfig{.n_ctx = 128, .max_tree = 64}, {.slots = 5}), Error);
+}
+
+// Trials of every kept source in the learned-state file at `path`.
+std::map<std::string, double> SavedTrials(const std::string& path) {
+  std::ifstream in(path);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  std::map<std::string, double> out;
+  for (const auto& [name, v] : j.at("calibration").items()) {
+    double n = 0;
+    for (double t : v.at("trials").get<std::vector<double>>()) n += t;
+    out[name] = n;
+  }
+  return out;
+}
+
+// What an engine saves is what the next one starts from, weighed as a prior of at
+// most kLearnedPriorTrials per source; a group counts the prior its slots share once.
+TEST(LearnedStateTest, SavedStateIsTheNextEnginesCappedPrior) {
+  auto target = Model::Load(ModelPath("tiny-target.gguf"));
+  auto draft = Model::Load(ModelPath("tiny-target.gguf"));
+  const TempDir dir("graft_learned_engine");
+  EngineConfig cfg{.n_ctx = 1024, .max_tree = 16};
+  cfg.profile_dir = dir.path.string();
+  WriteProfile(*target, draft.get(), cfg, [](int32_t r) { return 50.0 + 10.0 * (r - 1); },
+               [](int32_t) { return 60.0; });
+  cfg.learned_state = LearnedStatePath(LearnedStateKey(*target, draft.get()), cfg.profile_dir);
+  const std::vector<std::string> texts = SpecBenchPrompts(1);
+  ASSERT_GE(texts.size(), 4u);
+  auto request = [&](size_t k) {
+    GenerateRequest req;
+    req.prompt = Encode(*target, texts[k]);
+    if (req.prompt.size() > 120) req.prompt.resize(120);
+    req.n_predict = 48;
+    return req;
+  };
+  const DecodeOptions graft{.method = Method::kGraft, .tree_budget = 16};
+  {
+    Engine cold(*target, draft.get(), cfg);
+    for (size_t k = 0; k < 4; ++k) cold.Generate(request(k), graft);
+    ASSERT_TRUE(cold.SaveLearned());
+  }
+  ASSERT_GT(SavedTrials(cfg.learned_state).count("suffix"), 0u) << "the requests tested no suffix node";
+  // A state of many runs: more trials than a prior may weigh.
+  Calibration many;
+  for (int i = 0; i < 500; ++i) many.Record(Source::kRequest, 0.05f + (i % 10) * 0.1f, 1 + i % 4, i % 3 == 0);
+  for (int i = 0; i < 200; ++i) many.Record(Source::kRecycle, 0.6f, 1, i % 7 == 0);
+  for (int i = 0; i < 20; ++i) many.Record(Source::kPld, 0.9f, 2, true);
+  SaveLearnedState(cfg.learned_state, {LearnedStateKey(*target, draft.get()), many.Counts(), ""});
+  const std::map<std::string, double> learnt = SavedTrials(cfg.learned_state);
+  const std::optional<LearnedState> first = LoadLearnedState(cfg.learned_state, LearnedStateKey(*target, draft.get()));
+  ASSERT_TRUE(first.has_value());
+  {
+    // Made and saved at once: the capped prior, same rates.
+    Engine warm(*target, draft.get(), cfg);
+    ASSERT_TRUE(warm.SaveLearned());
+    for (const auto& [name, n] : SavedTrials(cfg.learned_state)) {
+      EXPECT_NEAR(n, std::min(kLearnedPriorTrials, learnt.at(name)), 1e-6) << name;
+    }
+    const std::optional<LearnedState> capped = LoadLearnedState(cfg.learned_state, first->key);
+    ASSERT_TRUE(capped.has_value());
+    for (size_t i = 0; i < first->calibration.trials.size(); ++i) {
+      if (first->calibration.trials[i] == 0) continue;
+      EXPECT_NEAR(capped->calibration.accepts[i] / capped->calibration.trials[i],
+                  first->calibration.accepts[i] / first->calibration.trials[i], 1e-9);
+    }
+  }
+  const std::map<std::string, double> prior = SavedTrials(cfg.learned_state);
+  {
+    EngineGroup group(*target, draft.get(), cfg, {.slots = 3});
+    ASSERT_TRUE(group.SaveLearned());
+    EXPECT_EQ(SavedTrials(cfg.learned_state), prior) << "three slots counted their shared prior three times";
+    group.Start(1, request(0), graft);
+    while (!group.idle()) group.Step();
+    ASSERT_TRUE(group.SaveLearned());
+    const std::map<std::string, double> after = SavedTrials(cfg.learned_state);
+    EXPECT_GT(after.at("suffix"), prior.at("suffix"));
+    for (const auto& [name, n] : after) EXPECT_LE(n, kLearnedKeepTrials + 1e-6) << name;
+  }
+  // No file configured: nothing to save. An unusable file: a cold start, then a good file.
+  EngineConfig none = cfg;
+  none.learned_state.clear();
+  EXPECT_FALSE(Engine(*target, draft.get(), none).SaveLearned());
+  std::ofstream(cfg.learned_state) << "{\"version\": 1, \"key\": 7";
+  Engine fresh(*target, draft.get(), cfg);
+  ASSERT_TRUE(fresh.SaveLearned());
+  EXPECT_TRUE(LoadLearnedState(cfg.learned_state, first->key).has_value());
+}
+
+// The state decides the trees: with a state that has seen every source fail, graft
+// does not try them on a CPU-like machine (a second row costs a fifth of a pass more),
+// where a cold engine does; the tokens are the same either way.
+TEST(LearnedStateTest, AStateWhereEverySourceFailedKeepsGraftFromTryingThem) {
+  auto target = Model::Load(ModelPath("tiny-target.gguf"));
+  auto draft = Model::Load(ModelPath("tiny-target.gguf"));
+  const TempDir dir("graft_learned_hopeless");
+  EngineConfig cfg{.n_ctx = 1024, .max_tree = 16};
+  cfg.profile_dir = dir.path.string();
+  WriteProfile(*target, draft.get(), cfg, [](int32_t r) { return 50.0 + 10.0 * (r - 1); },
+               [](int32_t) { return 60.0; });
+  const std::vector<std::string> texts = SpecBenchPrompts(1);
+  ASSERT_GE(texts.size(), 4u);
+  const DecodeOptions graft{.method = Method::kGraft, .tree_budget = 16};
+  Calibration hopeless;
+  for (Source s : {Source::kDraft, Source::kRequest, Source::kCorpus, Source::kRecycle, Source::kPld}) {
+    for (int c = 0; c < Calibration::kConfBuckets; ++c) {
+      for (int d = 1; d <= Calibration::kDepthBuckets; ++d) {
+        for (int i = 0; i < 4; ++i) hopeless.Record(s, (c + 0.5f) / Calibration::kConfBuckets, d, false);
+      }
+    }
+  }
+  const std::string path = (dir.path / "hopeless.json").string();
+  SaveLearnedState(path, {LearnedStateKey(*target, draft.get()), hopeless.Counts(), ""});
+  int64_t cold_grafted = 0, warm_grafted = 0;
+  for (size_t k = 0; k < 4; ++k) {
+    GenerateRequest req;
+    req.prompt = Encode(*target, texts[k]);
+    if (req.prompt.size() > 120) req.prompt.resize(120);
+    req.n_predict = 64;
+    Engine cold(*target, draft.get(), cfg);
+    EngineConfig warm_cfg = cfg;
+    warm_cfg.learned_state = path;
+    Engine warm(*target, draft.get(), warm_cfg);
+    const GenerateResult a = cold.Generate(req, graft);
+    const GenerateResult b = warm.Generate(req, graft);
+    cold_grafted += a.stats.n_grafted;
+    warm_grafted += b.stats.n_grafted;
+    if (a.tokens != b.tokens) {  // only at a near-tie, where trees of other sizes round differently
+      const float epsilon = std::max(1e-3f, 2 * BatchedVsSingleDiff(*target, req.prompt));
+      float gap = 0;
+      SameOrNearTie(*target, req.prompt, a.tokens, b.tokens, epsilon, "request " + std::to_string(k), &gap);
+    }
+  }
+  printf("[learned state] grafted nodes: cold %lld, after a hopeless state %lld\n",
+         static_cast<long long>(cold_grafted), static_cast<long long>(warm_grafted));
+  ASSERT_GT(cold_grafted, 4) << "the cold engine tried too little for the test to tell";
+  EXPECT_LT(warm_grafted * 4, cold_grafted);
 }
 
 }  // namespace

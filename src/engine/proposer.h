@@ -58,6 +58,7 @@ struct EngineState {
   HistoryIndex history;      // earlier outputs of this engine
   NextTokenTable recycle;    // successors seen in the target's verification logits
   Calibration calibration;   // acceptance per (source, confidence, depth), all requests
+  CalibrationCounts learned_prior;  // what calibration started from (config.learned_state), capped
   RequestRetriever request;  // this request's prompt + output, merged with `history`
   PromptLookup pld;
   std::optional<CostModel> cost;  // graft's cost curves, loaded on first use (Costs())

@@ -1,6 +1,7 @@
 #include "server/scheduler.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "graft/error.h"
 #include "server/text_stream.h"
@@ -85,13 +86,23 @@ QueueGauges Scheduler::gauges() const {
           static_cast<int32_t>(slots_.size())};
 }
 
+void Scheduler::SaveLearned() {
+  if (!learned_dirty_) return;
+  learned_dirty_ = false;
+  try {
+    group_->SaveLearned();
+  } catch (const std::exception& e) {
+    fprintf(stderr, "graft serve: warning: %s\n", e.what());
+  }
+}
+
 void Scheduler::Loop() {
   for (;;) {
     std::vector<std::pair<int32_t, std::shared_ptr<Job>>> joining;
     {
       std::unique_lock lk(mu_);
       cv_.wait(lk, [&] { return stopping_ || !queue_.empty() || !group_->idle(); });
-      if (stopping_ && group_->idle()) return;  // Shutdown finishes what is still queued
+      if (stopping_ && group_->idle()) break;  // Shutdown finishes what is still queued
       for (int32_t s = 0; s < static_cast<int32_t>(slots_.size()) && !queue_.empty() && !stopping_; ++s) {
         if (slots_[s] || group_->busy(s)) continue;
         joining.emplace_back(s, std::move(queue_.front()));
@@ -109,7 +120,12 @@ void Scheduler::Loop() {
     metrics_->CountStep(MsBetween(t0, Clock::now()), group_->draft_passes() - draft_passes,
                         group_->target_pass_ms() - target_ms, group_->draft_ms() - draft_ms);
     for (EngineGroup::Finished& f : finished) End(f);
+    learned_dirty_ = learned_dirty_ || !finished.empty();
+    // What the slots learnt is kept when the server falls idle (and when it stops):
+    // never in a step's way.
+    if (group_->idle()) SaveLearned();
   }
+  SaveLearned();
 }
 
 void Scheduler::Begin(int32_t slot, const std::shared_ptr<Job>& job) {

@@ -76,12 +76,16 @@ class Scheduler {
   void Begin(int32_t slot, const std::shared_ptr<Job>& job);
   // Finishes the job of `f.slot` from the group's result.
   void End(EngineGroup::Finished& f);
+  // EngineGroup::SaveLearned when a request finished since the last save (a warning
+  // when the file cannot be written: the server goes on).
+  void SaveLearned();
 
   const Model& target_;
   std::unique_ptr<EngineGroup> group_;
   const int32_t queue_max_;
   Metrics* metrics_;
   std::vector<std::unique_ptr<Running>> slots_;  // [slot], null = free; touched by the loop only
+  bool learned_dirty_ = false;                   // requests finished since the last SaveLearned (loop only)
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -9,6 +9,8 @@ TINY=$M/tiny-target.gguf
 DRAFT=$M/tiny-draft.gguf
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
+# Cost profiles and learned states go here, not into the user's cache.
+export GRAFT_PROFILE_DIR="$TMP/cache"
 pass=0 fail=0
 
 # A check with an empty needle would pass on any output: refuse it (a test bug).
@@ -103,6 +105,27 @@ if "${TUNE[@]}" >"$TMP/out" 2>"$TMP/err" </dev/null && grep -q "^cached" "$TMP/e
 else
   fail=$((fail + 1)); echo "FAIL tune --if-missing with a cached profile"; tail -5 "$TMP/err" | sed 's/^/     | /'
 fi
+
+# The learned state: generate keeps one per model pair beside the profiles (or where
+# --learned-state says), --no-learned-state keeps none, and an unusable file is a
+# warning, then replaced: never a failed generation.
+check() {  # check NAME CONDITION...: a pass when the command succeeds
+  local name=$1; shift
+  if "$@"; then pass=$((pass + 1)); echo "ok   $name"; else fail=$((fail + 1)); echo "FAIL $name"; fi
+}
+"$GRAFT" generate -m "$TINY" -md "$DRAFT" --method suffix -p "one two one two one two" -n 8 >/dev/null 2>&1 </dev/null
+check "generate keeps a learned state beside the profiles" \
+  grep -q '"calibration"' "$(ls "$TMP"/cache/learned-*.json 2>/dev/null | head -1)"
+rm -rf "$TMP/cache"
+"$GRAFT" generate -m "$TINY" -p hi -n 4 --no-learned-state >/dev/null 2>&1 </dev/null
+check "--no-learned-state keeps none" [ -z "$(ls "$TMP"/cache/learned-*.json 2>/dev/null)" ]
+mkdir -p "$TMP/ls" && printf 'not json' >"$TMP/ls/state.json"
+"$GRAFT" generate -m "$TINY" -p hi -n 4 --learned-state "$TMP/ls/state.json" >"$TMP/out" 2>"$TMP/err" </dev/null
+rc=$?
+check "an unusable learned state is a warning, then replaced" \
+  bash -c "[ $rc -eq 0 ] && grep -q 'not usable' '$TMP/err' && grep -q '\"key\"' '$TMP/ls/state.json'"
+expect_fail "--learned-state with --no-learned-state" "excludes" \
+  "$GRAFT" generate -m "$TINY" -p hi --learned-state "$TMP/ls/state.json" --no-learned-state
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

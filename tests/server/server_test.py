@@ -16,8 +16,10 @@ import os
 import re
 import signal
 import socket
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -186,7 +188,8 @@ def shutdown_stream_ok(before, rest):
 def reference(graft, models, prompt, n, method, chat):
     """`graft generate --json` text for the same greedy request."""
     cmd = [graft, "generate", "-m", f"{models}/tiny-target.gguf", "-md", f"{models}/tiny-draft.gguf",
-           "-c", str(CTX), "-t", str(THREADS), "-p", prompt, "-n", str(n), "--method", method, "--json"]
+           "-c", str(CTX), "-t", str(THREADS), "-p", prompt, "-n", str(n), "--method", method, "--json",
+           "--no-learned-state"]
     if not chat:
         cmd.append("--raw")
     out = subprocess.run(cmd, capture_output=True, timeout=120)
@@ -249,8 +252,10 @@ def main():
     t0 = time.time()
     graft, models = args.graft, args.models
 
+    state_dir = tempfile.mkdtemp(prefix="graft_server_test_")
+    state = os.path.join(state_dir, "learned.json")
     srv = ServerProcess(graft, models, ["--parallel", "4", "--queue-max", "16", "--max-tokens-limit", "256",
-                                        "--max-body-bytes", "65536"])
+                                        "--max-body-bytes", "65536", "--learned-state", state])
     client = srv.client()
     refs = {}  # (prompt, method, chat) -> text
     safe = tokens_before_near_tie(models, PROMPTS, N_TOKENS)
@@ -504,6 +509,14 @@ def main():
 
     rc = srv.stop(signal.SIGTERM)
     check("SIGTERM exits 0", rc == 0, f"rc={rc}\n" + "".join(srv.stderr_lines[-20:]))
+    # What the slots learnt outlives the server: written when it fell idle and at exit.
+    try:
+        with open(state) as f:
+            learned = json.load(f)
+        check("the learned state is kept", "key" in learned and learned.get("calibration"), str(learned)[:300])
+    except (OSError, ValueError) as e:
+        check("the learned state is kept", False, repr(e))
+    shutil.rmtree(state_dir, ignore_errors=True)
 
     # A second server with one slot and a queue of one: extra requests get 503, and
     # SIGTERM with a stream in flight still exits 0 (the stream ends with an error event).

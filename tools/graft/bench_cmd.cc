@@ -22,6 +22,7 @@
 #include "cli_options.h"
 #include "commands.h"
 #include "graft/error.h"
+#include "graft/learned_state.h"
 #include "progress.h"
 
 namespace graft::cli {
@@ -51,6 +52,7 @@ struct BenchFlags {
   std::string system;
   bool raw = false;
   std::string out;
+  std::string learned_state;  // read-only start of every engine ("" = cold)
   CLI::App* sub = nullptr;  // to ask which flags were given (--quick fills the others)
 };
 
@@ -246,6 +248,13 @@ int RunBench(BenchFlags f) {
   ho.n_ctx = f.models.ctx;
   ho.n_threads = f.models.threads;
   ho.index_path = f.models.index;
+  if (!f.learned_state.empty()) {
+    // A benchmark must not silently start cold: the file has to be there and usable.
+    if (!LoadLearnedState(f.learned_state, LearnedStateKey(*lm.target, lm.draft.get()))) {
+      throw Error("--learned-state " + f.learned_state + ": no such file");
+    }
+    ho.learned_state = f.learned_state;
+  }
   ho.system = f.system;
   ho.raw = f.raw;
   ho.max_prompt_tokens = f.max_prompt_tokens;
@@ -272,7 +281,7 @@ int RunBench(BenchFlags f) {
                    {"peers", peers}, {"peers_dir", peers.empty() ? "" : f.peers_dir},
                    {"max_prompt_tokens", f.max_prompt_tokens}, {"long_prompts", f.long_prompts},
                    {"ctx", f.models.ctx}, {"threads", f.models.threads}, {"index", f.models.index},
-                   {"system", f.system}, {"raw", f.raw},
+                   {"system", f.system}, {"raw", f.raw}, {"learned_state", f.learned_state},
                    {"draft_max", f.decode.draft_max}, {"draft_min", f.decode.draft_min},
                    {"draft_p_min", f.decode.draft_p_min}, {"draft_topk", f.decode.draft_topk},
                    {"draft_frontier", f.decode.draft_frontier}, {"prune_p_min", f.decode.prune_p_min},
@@ -389,6 +398,9 @@ void AddBenchCommand(CLI::App& app, std::function<int()>* run) {
   sub->add_flag("--raw", f.raw, "no chat template: BOS + text, turns joined by blank lines");
   sub->add_flag("--save-outputs", f.save_outputs, "store each output's text, and the prompt and output tokens, in results.json");
   sub->add_flag("--no-plots", f.no_plots, "do not run scripts/plot_bench.py at the end");
+  sub->add_option("--learned-state", f.learned_state,
+                  "start every engine from this learned state (graft generate / serve keep one per model pair, "
+                  "see --learned-state there); read only. Default: every engine starts cold");
   sub->add_option("-o,--out", f.out, "output folder (default: bench-<UTC date-time>)");
   // Decoding knobs shared with `graft generate` (method, budget and temperature are lists here).
   sub->add_option("--draft-max", f.decode.draft_max, "deepest draft level (chain: draft length)");

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "graft/error.h"
+#include "graft/learned_state.h"
 
 namespace graft::cli {
 
@@ -28,6 +29,21 @@ void ModelFlags::Add(CLI::App* app) {
   app->add_option("--profile-dir", profile_dir,
                   "where cost profiles are cached (default: $GRAFT_PROFILE_DIR, else ~/.cache/graft/profiles)");
   app->add_flag("-v,--verbose", verbose, "print llama.cpp's log");
+}
+
+void LearnedFlags::Add(CLI::App* app) {
+  CLI::Option* file = app->add_option(
+      "--learned-state", path,
+      "file of what earlier runs with these models learnt (acceptance per source), read at start and updated as "
+      "requests finish; default: learned-<hash>.json in the profile folder");
+  app->add_flag("--no-learned-state", off,
+                "start cold and keep nothing (trees, and so speed, then depend only on the request and the profile)")
+      ->excludes(file);
+}
+
+std::string LearnedFlags::PathFor(const ModelFlags& models, const Model& target, const Model* draft) const {
+  if (off) return "";
+  return path.empty() ? LearnedStatePath(LearnedStateKey(target, draft), models.profile_dir) : path;
 }
 
 void DecodeFlags::Add(CLI::App* app) {

@@ -50,6 +50,16 @@ struct DecodeFlags {
   SamplingParams ToSampling() const;
 };
 
+// --learned-state / --no-learned-state (graft generate, graft serve): the file of what
+// engines with these models learnt before (graft/learned_state.h).
+struct LearnedFlags {
+  std::string path;  // "" = the default file beside the cost profiles
+  bool off = false;
+  void Add(CLI::App* app);
+  // The file for these models ("" when off).
+  std::string PathFor(const ModelFlags& models, const Model& target, const Model* draft) const;
+};
+
 // Loaded target, optional draft, and an engine over them.
 struct LoadedModels {
   std::unique_ptr<Model> target;

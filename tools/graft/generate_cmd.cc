@@ -16,6 +16,7 @@ namespace {
 struct GenerateFlags {
   ModelFlags models;
   DecodeFlags decode;
+  LearnedFlags learned;
   std::string prompt;
   std::string prompt_file;
   std::string system;
@@ -39,7 +40,10 @@ int RunGenerate(const GenerateFlags& f) {
   const std::string text = f.prompt_file.empty() ? f.prompt : ReadFile(f.prompt_file);
   if (text.empty()) throw Error("the prompt is empty");
 
-  LoadedModels lm = LoadModels(f.models, std::max(f.decode.tree_budget, 1));
+  LoadedModels lm = LoadModelFiles(f.models);
+  EngineConfig ec = MakeEngineConfig(f.models, std::max(f.decode.tree_budget, 1));
+  ec.learned_state = f.learned.PathFor(f.models, *lm.target, lm.draft.get());
+  lm.engine = std::make_unique<Engine>(*lm.target, lm.draft.get(), ec);
   DecodeOptions opts = f.decode.ToOptions(lm.draft != nullptr);
   lm.engine->Validate(opts);
 
@@ -77,6 +81,11 @@ int RunGenerate(const GenerateFlags& f) {
     };
   }
   GenerateResult res = lm.engine->Generate(req, opts);
+  try {
+    lm.engine->SaveLearned();
+  } catch (const Error& e) {
+    fprintf(stderr, "graft: warning: %s\n", e.what());
+  }
   GenerateResult base;
   if (compare) {
     req.on_tokens = nullptr;
@@ -123,6 +132,7 @@ void AddGenerateCommand(CLI::App& app, std::function<int()>* run) {
   CLI::App* sub = app.add_subcommand("generate", "generate text from a prompt");
   flags->models.Add(sub);
   flags->decode.Add(sub);
+  flags->learned.Add(sub);
   sub->add_option("-p,--prompt", flags->prompt, "prompt text");
   sub->add_option("-f,--file", flags->prompt_file, "read the prompt from a file");
   sub->add_option("--system", flags->system, "system message (chat template)");

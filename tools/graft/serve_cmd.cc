@@ -19,6 +19,7 @@ namespace {
 struct ServeFlags {
   ModelFlags models;
   DecodeFlags decode;
+  LearnedFlags learned;
   std::string host = "127.0.0.1";
   int port = 8080;
   int32_t parallel = 1;
@@ -98,7 +99,9 @@ int RunServe(const ServeFlags& f) {
   EngineGroupOptions go;
   go.slots = f.parallel;
   go.prefill_chunk = f.prefill_chunk;
-  auto engines = std::make_unique<EngineGroup>(*lm.target, lm.draft.get(), MakeEngineConfig(f.models, max_budget), go);
+  EngineConfig ec = MakeEngineConfig(f.models, max_budget);
+  ec.learned_state = f.learned.PathFor(f.models, *lm.target, lm.draft.get());
+  auto engines = std::make_unique<EngineGroup>(*lm.target, lm.draft.get(), ec, go);
   engines->engine(0).Validate(defaults);
   if (signals.fired()) return 0;
   // graft's cost profile before the first request, not during it (measured once per
@@ -152,6 +155,7 @@ void AddServeCommand(CLI::App& app, std::function<int()>* run) {
       "datastore; model weights are shared.");
   flags->models.Add(sub);
   flags->decode.Add(sub);
+  flags->learned.Add(sub);
   sub->add_option("--host", flags->host, "address to listen on")->capture_default_str();
   sub->add_option("--port", flags->port, "port (0 = any free port, printed at start)")
       ->check(CLI::Range(0, 65535))
