@@ -90,6 +90,7 @@ struct Replayer {
   void Turn(const std::vector<Token>& prompt, const std::vector<Token>& out, Totals* t) {
     graft::RequestRetriever request(retrieval, &history);
     request.Reset(prompt);
+    calibration.BeginRequest();
     std::vector<Token> committed = prompt;
     size_t i = 0;
     while (i < out.size()) {
@@ -179,6 +180,7 @@ int Run(int argc, char** argv) {
   double scale_prior = 0.5;  // the engine's CalibrationOptions::source_scale_prior
   float alpha = 1.0f;        // RetrievalOptions::confidence_alpha
   double explore = 2.0;      // CalibrationOptions::explore_strength (the engine's)
+  double request_strength = 8;  // CalibrationOptions::request_strength (the engine's)
   bool by_copy = false;
   bool fresh = false;  // every prompt starts with a fresh calibration and history
   std::string trace;  // a prompt id whose steps are printed
@@ -191,6 +193,7 @@ int Run(int argc, char** argv) {
     else if (arg == "--scale-prior" && a + 1 < argc) scale_prior = std::stod(argv[++a]);
     else if (arg == "--alpha" && a + 1 < argc) alpha = std::stof(argv[++a]);
     else if (arg == "--explore" && a + 1 < argc) explore = std::stod(argv[++a]);
+    else if (arg == "--request-strength" && a + 1 < argc) request_strength = std::stod(argv[++a]);
     else if (arg == "--by-copy") by_copy = true;
     else if (arg == "--fresh") fresh = true;
     else if (arg == "--trace" && a + 1 < argc) trace = argv[++a];
@@ -202,7 +205,8 @@ int Run(int argc, char** argv) {
   }
   json pj = ReadJson(profile);
   Replayer r{graft::CostModel(Curve(pj.at("verify_ms")), {}), budget, fixed,
-              graft::Calibration(graft::CalibrationOptions{.source_scale_prior = scale_prior, .explore_strength = explore})};
+              graft::Calibration(graft::CalibrationOptions{.source_scale_prior = scale_prior, .explore_strength = explore,
+                                                       .request_strength = request_strength})};
   r.retrieval.confidence_alpha = alpha;
   CopyStats copy;
   if (by_copy) r.copy = &copy;

@@ -54,7 +54,10 @@ VerifyResult VerifyStochastic(const TokenTree& tree,
                               Rng& rng);
 
 // Feeds every tested node of `result` to `calibration` (source, edge prob, depth,
-// accepted). Only tested nodes are recorded: their parent was accepted. O(tested).
+// accepted). Only tested nodes are recorded: their parent was accepted. Then one
+// request-level trial per (tested position, source) (Calibration::RecordRequest):
+// siblings exclude each other, so rejected alternatives at one position are one miss.
+// O(tested^2) (a handful per pass).
 void RecordOutcome(const TokenTree& tree, const VerifyResult& result, Calibration* calibration);
 
 }  // namespace graft

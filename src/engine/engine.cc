@@ -24,8 +24,9 @@ EngineState::EngineState(const Model& t, const Model* d, const EngineConfig& c)
       // Cautious about a source's stated confidence, but optimistic about cells never
       // tried: measured by replaying recorded outputs (bench/replay_retrieval), a
       // scale learnt on failing short matches otherwise kept long copies unproposed
-      // on machines whose 2-row pass costs 1.7x a 1-row one (graft = ar there).
-      calibration(CalibrationOptions{.source_scale_prior = 0.5, .explore_strength = 2.0}),
+      // on machines whose 2-row pass costs 1.7x a 1-row one (graft = ar there). And
+      // less trusting of a source that keeps failing in this request (request_strength).
+      calibration(CalibrationOptions{.source_scale_prior = 0.5, .explore_strength = 2.0, .request_strength = 8.0}),
       request(RetrievalOptions{}, &history) {
   if (c.learned_state.empty()) return;
   try {
@@ -106,6 +107,7 @@ struct Engine::State : EngineState {
     Flight& f = *flight;
     f.result.stats.n_prompt = static_cast<int32_t>(f.req.prompt.size());
     f.result.stats.stop_reason = "length";
+    calibration.BeginRequest();
     const std::vector<Token>& prompt = f.req.prompt;
     size_t common = 0;
     if (config.reuse_prefix) {

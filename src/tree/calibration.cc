@@ -48,11 +48,32 @@ double Calibration::SourceScale(int s) const {
   return (k * options_.source_scale_prior + sc.accepts) / (k + sc.confidence);
 }
 
+void Calibration::BeginRequest() { request_.fill(SourceCell{}); }
+
+void Calibration::RecordRequest(Source source, double expected, bool accepted) {
+  if (source == Source::kRoot || !(expected >= 0)) return;
+  SourceCell& r = request_[static_cast<int>(source)];
+  r.confidence += std::min(expected, 1.0);
+  r.accepts += accepted ? 1.0 : 0.0;
+}
+
+double Calibration::PooledEstimate(Source source, float edge_prob, int depth) const {
+  if (source == Source::kRoot) return 1.0;
+  return Pooled(static_cast<int>(source), ConfBucket(edge_prob), DepthBucket(depth), ClampProb(edge_prob));
+}
+
 double Calibration::Estimate(Source source, float edge_prob, int depth) const {
   if (source == Source::kRoot) return 1.0;
   const int s = static_cast<int>(source);
-  const int c = ConfBucket(edge_prob);
-  const int d = DepthBucket(depth);
+  double e = Pooled(s, ConfBucket(edge_prob), DepthBucket(depth), ClampProb(edge_prob));
+  const double kr = options_.request_strength;
+  if (kr > 0) {
+    e *= std::min(1.0, (kr + 1 + request_[s].accepts) / (kr + request_[s].confidence));
+  }
+  return std::clamp(e, 0.0, 1.0);
+}
+
+double Calibration::Pooled(int s, int c, int d, double face) const {
   const Cell& k = coarse_[CoarseIndex(s, c)];
   const Cell& f = fine_[FineIndex(s, c, d)];
   const double k0 = std::max(options_.prior_strength, 1e-9);
@@ -60,7 +81,6 @@ double Calibration::Estimate(Source source, float edge_prob, int depth) const {
   // An untried cell starts at the source's own confidence and moves to the scaled one
   // as it is tried: the scale learnt on other cells (short, common matches) must not
   // lock out a cell that was never tested (long matches), or it would never be.
-  const double face = ClampProb(edge_prob);
   const double scaled = std::min(1.0, face * SourceScale(s));
   const double ke = options_.explore_strength;
   const double centre = ke > 0 ? (ke * std::max(face, scaled) + k.trials * scaled) / (ke + k.trials) : scaled;
@@ -94,6 +114,7 @@ void Calibration::Decay(double factor) {
 }
 
 void Calibration::Clear() {
+  request_.fill(SourceCell{});
   fine_.fill(Cell{});
   coarse_.fill(Cell{});
   source_.fill(SourceCell{});

@@ -254,5 +254,47 @@ TEST(CalibrationTest, CapTrialsKeepsRatesAndBoundsWeight) {
   EXPECT_GT(a.Estimate(Source::kRequest, 0.85f, 1), 0.55);
 }
 
+// request_strength: within a request, a source that keeps failing (RecordRequest) is
+// trusted less than the pool says, one that keeps being accepted no more than the pool
+// says, and the next request starts from the pool again.
+TEST(CalibrationTest, RequestStrengthDistrustsASourceThatFailsInThisRequestOnly) {
+  Calibration with(CalibrationOptions{.request_strength = 8.0});
+  Calibration pool;  // the same counts, no request-level scale
+  auto both = [&](Source s, float p, int d, bool ok) {
+    with.Record(s, p, d, ok);
+    pool.Record(s, p, d, ok);
+  };
+  // Earlier requests: suffix matches at 0.8 accepted three times in four.
+  for (int i = 0; i < 200; ++i) both(Source::kRequest, 0.8f, 1, i % 4 != 0);
+  for (int i = 0; i < 50; ++i) both(Source::kPld, 0.6f, 1, i % 2 == 0);
+  with.BeginRequest();
+  EXPECT_DOUBLE_EQ(with.Estimate(Source::kRequest, 0.8f, 1), pool.Estimate(Source::kRequest, 0.8f, 1));
+  // This request: one miss is within the grace of one acceptance; then they keep failing.
+  both(Source::kRequest, 0.8f, 1, false);
+  with.RecordRequest(Source::kRequest, pool.PooledEstimate(Source::kRequest, 0.8f, 1), false);
+  EXPECT_DOUBLE_EQ(with.Estimate(Source::kRequest, 0.8f, 1), pool.Estimate(Source::kRequest, 0.8f, 1));
+  for (int i = 0; i < 20; ++i) {
+    with.RecordRequest(Source::kRequest, pool.PooledEstimate(Source::kRequest, 0.8f, 1), false);
+    both(Source::kRequest, 0.8f, 1, false);
+  }
+  const double pooled = pool.Estimate(Source::kRequest, 0.8f, 1);
+  EXPECT_LT(with.Estimate(Source::kRequest, 0.8f, 1), 0.5 * pooled);
+  EXPECT_LT(with.Estimate(Source::kRequest, 0.3f, 4), pool.Estimate(Source::kRequest, 0.3f, 4));
+  EXPECT_DOUBLE_EQ(with.Estimate(Source::kPld, 0.6f, 1), pool.Estimate(Source::kPld, 0.6f, 1));  // other sources
+  // The next request starts from the pool (which learnt the failures too).
+  with.BeginRequest();
+  EXPECT_DOUBLE_EQ(with.Estimate(Source::kRequest, 0.8f, 1), pool.Estimate(Source::kRequest, 0.8f, 1));
+  // A request where the source does better than the pool: no more than the pool.
+  for (int i = 0; i < 12; ++i) {
+    with.RecordRequest(Source::kRequest, pool.PooledEstimate(Source::kRequest, 0.8f, 1), true);
+    both(Source::kRequest, 0.8f, 1, true);
+  }
+  EXPECT_DOUBLE_EQ(with.Estimate(Source::kRequest, 0.8f, 1), pool.Estimate(Source::kRequest, 0.8f, 1));
+  // The request-level evidence is not a count: it is neither saved nor restored.
+  Calibration restored(CalibrationOptions{.request_strength = 8.0});
+  restored.Restore(with.Counts());
+  EXPECT_DOUBLE_EQ(restored.Estimate(Source::kRequest, 0.8f, 1), pool.Estimate(Source::kRequest, 0.8f, 1));
+}
+
 }  // namespace
 }  // namespace graft

@@ -144,10 +144,29 @@ VerifyResult VerifyStochastic(const TokenTree& tree,
 }
 
 void RecordOutcome(const TokenTree& tree, const VerifyResult& result, Calibration* calibration) {
+  // Request-level trials, one per (tested position, source): siblings exclude each
+  // other, so a bushy position must count as one trial, not as many failures.
+  struct Trial {
+    int32_t parent;
+    Source source;
+    double expected;
+    bool accepted;
+  };
+  std::vector<Trial> trials;
+  for (size_t i = 0; i < result.tested.size(); ++i) {
+    const int32_t n = result.tested[i];
+    const double e = calibration->PooledEstimate(tree.source[n], tree.prob[n], tree.depth[n]);
+    auto t = std::find_if(trials.begin(), trials.end(),
+                          [&](const Trial& x) { return x.parent == tree.parent[n] && x.source == tree.source[n]; });
+    if (t == trials.end()) t = trials.insert(trials.end(), Trial{tree.parent[n], tree.source[n], 0.0, false});
+    t->expected += e;
+    t->accepted = t->accepted || result.tested_accepted[i] != 0;
+  }
   for (size_t i = 0; i < result.tested.size(); ++i) {
     const int32_t n = result.tested[i];
     calibration->Record(tree.source[n], tree.prob[n], tree.depth[n], result.tested_accepted[i] != 0);
   }
+  for (const Trial& t : trials) calibration->RecordRequest(t.source, t.expected, t.accepted);
 }
 
 }  // namespace graft

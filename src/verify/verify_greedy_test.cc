@@ -48,6 +48,24 @@ TEST(VerifyGreedyTest, FollowsArgmaxChildAndReturnsBonus) {
   EXPECT_DOUBLE_EQ(cal.SourceAccepts(Source::kRequest), 1.0);
 }
 
+// The request-level evidence (CalibrationOptions::request_strength) counts a position
+// once per source: siblings exclude each other, so three rejected alternatives at one
+// position are one miss (within the grace of one acceptance), not three.
+TEST(VerifyGreedyTest, RecordOutcomeCountsEachPositionOnceForTheRequest) {
+  Calibration cal(CalibrationOptions{.request_strength = 8.0});
+  TokenTree t;
+  t.Reset(9);
+  for (Token x : {1, 2, 3}) t.Add(0, x, 0.8f, Source::kRequest);
+  const VerifyResult r = VerifyGreedy(t, [](int32_t) { return Token{7}; });  // none of them
+  ASSERT_EQ(r.tested.size(), 3u);
+  RecordOutcome(t, r, &cal);
+  EXPECT_DOUBLE_EQ(cal.SourceTrials(Source::kRequest), 3.0);  // the pooled cells see every node
+  EXPECT_DOUBLE_EQ(cal.Estimate(Source::kRequest, 0.8f, 1), cal.PooledEstimate(Source::kRequest, 0.8f, 1));
+  // Three more missed positions: now the source is trusted less than the pool.
+  for (int k = 0; k < 3; ++k) RecordOutcome(t, r, &cal);
+  EXPECT_LT(cal.Estimate(Source::kRequest, 0.8f, 1), 0.95 * cal.PooledEstimate(Source::kRequest, 0.8f, 1));
+}
+
 TEST(VerifyGreedyTest, RootOnlyTree) {
   TokenTree t;
   t.Reset(3);
