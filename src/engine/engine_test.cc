@@ -897,29 +897,43 @@ std::map<std::string, double> SavedTrials(const std::string& path) {
   return out;
 }
 
+// The tiny target as its own draft, on a made-up CPU-like machine (a second row costs
+// a fifth of a pass more, a draft pass more than a target one) whose profile lies in a
+// folder of its own.
+struct CpuLikeTinyPair {
+  explicit CpuLikeTinyPair(const std::string& name) : dir(name) {
+    cfg.profile_dir = dir.path.string();
+    WriteProfile(*target, draft.get(), cfg, [](int32_t r) { return 50.0 + 10.0 * (r - 1); },
+                 [](int32_t) { return 60.0; });
+  }
+  // A chat request for `text`, its prompt cut to 120 tokens.
+  GenerateRequest Request(const std::string& text, int32_t n_predict) const {
+    GenerateRequest req;
+    req.prompt = Encode(*target, text);
+    if (req.prompt.size() > 120) req.prompt.resize(120);
+    req.n_predict = n_predict;
+    return req;
+  }
+  std::unique_ptr<Model> target = Model::Load(ModelPath("tiny-target.gguf"));
+  std::unique_ptr<Model> draft = Model::Load(ModelPath("tiny-target.gguf"));
+  TempDir dir;
+  EngineConfig cfg{.n_ctx = 1024, .max_tree = 16};
+};
+
 // What an engine saves is what the next one starts from, weighed as a prior of at
 // most kLearnedPriorTrials per source; a group counts the prior its slots share once.
 TEST(LearnedStateTest, SavedStateIsTheNextEnginesCappedPrior) {
-  auto target = Model::Load(ModelPath("tiny-target.gguf"));
-  auto draft = Model::Load(ModelPath("tiny-target.gguf"));
-  const TempDir dir("graft_learned_engine");
-  EngineConfig cfg{.n_ctx = 1024, .max_tree = 16};
-  cfg.profile_dir = dir.path.string();
-  WriteProfile(*target, draft.get(), cfg, [](int32_t r) { return 50.0 + 10.0 * (r - 1); },
-               [](int32_t) { return 60.0; });
-  cfg.learned_state = LearnedStatePath(LearnedStateKey(*target, draft.get()), cfg.profile_dir);
+  CpuLikeTinyPair pair("graft_learned_engine");
+  const Model* target = pair.target.get();
+  const Model* draft = pair.draft.get();
+  EngineConfig& cfg = pair.cfg;
+  cfg.learned_state = LearnedStatePath(LearnedStateKey(*target, draft), cfg.profile_dir);
   const std::vector<std::string> texts = SpecBenchPrompts(1);
   ASSERT_GE(texts.size(), 4u);
-  auto request = [&](size_t k) {
-    GenerateRequest req;
-    req.prompt = Encode(*target, texts[k]);
-    if (req.prompt.size() > 120) req.prompt.resize(120);
-    req.n_predict = 48;
-    return req;
-  };
+  auto request = [&](size_t k) { return pair.Request(texts[k], 48); };
   const DecodeOptions graft{.method = Method::kGraft, .tree_budget = 16};
   {
-    Engine cold(*target, draft.get(), cfg);
+    Engine cold(*target, draft, cfg);
     for (size_t k = 0; k < 4; ++k) cold.Generate(request(k), graft);
     ASSERT_TRUE(cold.SaveLearned());
   }
@@ -929,13 +943,13 @@ TEST(LearnedStateTest, SavedStateIsTheNextEnginesCappedPrior) {
   for (int i = 0; i < 500; ++i) many.Record(Source::kRequest, 0.05f + (i % 10) * 0.1f, 1 + i % 4, i % 3 == 0);
   for (int i = 0; i < 200; ++i) many.Record(Source::kRecycle, 0.6f, 1, i % 7 == 0);
   for (int i = 0; i < 20; ++i) many.Record(Source::kPld, 0.9f, 2, true);
-  SaveLearnedState(cfg.learned_state, {LearnedStateKey(*target, draft.get()), many.Counts(), ""});
+  SaveLearnedState(cfg.learned_state, {LearnedStateKey(*target, draft), many.Counts(), ""});
   const std::map<std::string, double> learnt = SavedTrials(cfg.learned_state);
-  const std::optional<LearnedState> first = LoadLearnedState(cfg.learned_state, LearnedStateKey(*target, draft.get()));
+  const std::optional<LearnedState> first = LoadLearnedState(cfg.learned_state, LearnedStateKey(*target, draft));
   ASSERT_TRUE(first.has_value());
   {
     // Made and saved at once: the capped prior, same rates.
-    Engine warm(*target, draft.get(), cfg);
+    Engine warm(*target, draft, cfg);
     ASSERT_TRUE(warm.SaveLearned());
     for (const auto& [name, n] : SavedTrials(cfg.learned_state)) {
       EXPECT_NEAR(n, std::min(kLearnedPriorTrials, learnt.at(name)), 1e-6) << name;
@@ -950,7 +964,7 @@ TEST(LearnedStateTest, SavedStateIsTheNextEnginesCappedPrior) {
   }
   const std::map<std::string, double> prior = SavedTrials(cfg.learned_state);
   {
-    EngineGroup group(*target, draft.get(), cfg, {.slots = 3});
+    EngineGroup group(*target, draft, cfg, {.slots = 3});
     ASSERT_TRUE(group.SaveLearned());
     EXPECT_EQ(SavedTrials(cfg.learned_state), prior) << "three slots counted their shared prior three times";
     group.Start(1, request(0), graft);
@@ -963,9 +977,9 @@ TEST(LearnedStateTest, SavedStateIsTheNextEnginesCappedPrior) {
   // No file configured: nothing to save. An unusable file: a cold start, then a good file.
   EngineConfig none = cfg;
   none.learned_state.clear();
-  EXPECT_FALSE(Engine(*target, draft.get(), none).SaveLearned());
+  EXPECT_FALSE(Engine(*target, draft, none).SaveLearned());
   std::ofstream(cfg.learned_state) << "{\"version\": 1, \"key\": 7";
-  Engine fresh(*target, draft.get(), cfg);
+  Engine fresh(*target, draft, cfg);
   ASSERT_TRUE(fresh.SaveLearned());
   EXPECT_TRUE(LoadLearnedState(cfg.learned_state, first->key).has_value());
 }
@@ -974,13 +988,11 @@ TEST(LearnedStateTest, SavedStateIsTheNextEnginesCappedPrior) {
 // does not try them on a CPU-like machine (a second row costs a fifth of a pass more),
 // where a cold engine does; the tokens are the same either way.
 TEST(LearnedStateTest, AStateWhereEverySourceFailedKeepsGraftFromTryingThem) {
-  auto target = Model::Load(ModelPath("tiny-target.gguf"));
-  auto draft = Model::Load(ModelPath("tiny-target.gguf"));
-  const TempDir dir("graft_learned_hopeless");
-  EngineConfig cfg{.n_ctx = 1024, .max_tree = 16};
-  cfg.profile_dir = dir.path.string();
-  WriteProfile(*target, draft.get(), cfg, [](int32_t r) { return 50.0 + 10.0 * (r - 1); },
-               [](int32_t) { return 60.0; });
+  CpuLikeTinyPair pair("graft_learned_hopeless");
+  const Model* target = pair.target.get();
+  const Model* draft = pair.draft.get();
+  const EngineConfig& cfg = pair.cfg;
+  const TempDir& dir = pair.dir;
   const std::vector<std::string> texts = SpecBenchPrompts(1);
   ASSERT_GE(texts.size(), 4u);
   const DecodeOptions graft{.method = Method::kGraft, .tree_budget = 16};
@@ -993,17 +1005,14 @@ TEST(LearnedStateTest, AStateWhereEverySourceFailedKeepsGraftFromTryingThem) {
     }
   }
   const std::string path = (dir.path / "hopeless.json").string();
-  SaveLearnedState(path, {LearnedStateKey(*target, draft.get()), hopeless.Counts(), ""});
+  SaveLearnedState(path, {LearnedStateKey(*target, draft), hopeless.Counts(), ""});
   int64_t cold_grafted = 0, warm_grafted = 0;
   for (size_t k = 0; k < 4; ++k) {
-    GenerateRequest req;
-    req.prompt = Encode(*target, texts[k]);
-    if (req.prompt.size() > 120) req.prompt.resize(120);
-    req.n_predict = 64;
-    Engine cold(*target, draft.get(), cfg);
+    const GenerateRequest req = pair.Request(texts[k], 64);
+    Engine cold(*target, draft, cfg);
     EngineConfig warm_cfg = cfg;
     warm_cfg.learned_state = path;
-    Engine warm(*target, draft.get(), warm_cfg);
+    Engine warm(*target, draft, warm_cfg);
     const GenerateResult a = cold.Generate(req, graft);
     const GenerateResult b = warm.Generate(req, graft);
     cold_grafted += a.stats.n_grafted;
