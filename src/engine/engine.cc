@@ -454,8 +454,19 @@ EngineGroup::EngineGroup(const Model& target, const Model* draft, const EngineCo
     dco.n_batch = std::max(512, Drafter::kMaxCatchUpRows * options.slots);
     draft_ctx_ = std::make_shared<Context>(*draft, dco);
   }
+  // The learned state is read once (one warning for an unusable file) and every slot
+  // starts from slot 0's copy of it.
+  EngineConfig rest = config;
+  rest.learned_state.clear();
   for (int32_t i = 0; i < options.slots; ++i) {
-    engines_.push_back(std::unique_ptr<Engine>(new Engine(target, draft, config, target_ctx_, draft_ctx_, i)));
+    engines_.push_back(
+        std::unique_ptr<Engine>(new Engine(target, draft, i == 0 ? config : rest, target_ctx_, draft_ctx_, i)));
+    if (i == 0) continue;
+    EngineState& s = *engines_.back()->s_;
+    const EngineState& first = *engines_.front()->s_;
+    s.config.learned_state = config.learned_state;
+    s.calibration = first.calibration;
+    s.learned_prior = first.learned_prior;
   }
 }
 

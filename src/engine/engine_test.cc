@@ -1023,10 +1023,23 @@ TEST(LearnedStateTest, AStateWhereEverySourceFailedKeepsGraftFromTryingThem) {
       SameOrNearTie(*target, req.prompt, a.tokens, b.tokens, epsilon, "request " + std::to_string(k), &gap);
     }
   }
-  printf("[learned state] grafted nodes: cold %lld, after a hopeless state %lld\n",
-         static_cast<long long>(cold_grafted), static_cast<long long>(warm_grafted));
+  // Every slot of a group starts from the state (it is read once, by slot 0).
+  EngineConfig group_cfg = cfg;
+  group_cfg.learned_state = path;
+  EngineGroup group(*target, draft, group_cfg, {.slots = 2});
+  int64_t group_grafted = 0;
+  for (size_t k = 0; k < 4; ++k) {
+    group.Start(1, pair.Request(texts[k], 64), graft);
+    while (!group.idle()) {
+      for (const EngineGroup::Finished& f : group.Step()) group_grafted += f.result.stats.n_grafted;
+    }
+  }
+  printf("[learned state] grafted nodes: cold %lld, after a hopeless state %lld, its group's slot 1 %lld\n",
+         static_cast<long long>(cold_grafted), static_cast<long long>(warm_grafted),
+         static_cast<long long>(group_grafted));
   ASSERT_GT(cold_grafted, 4) << "the cold engine tried too little for the test to tell";
   EXPECT_LT(warm_grafted * 4, cold_grafted);
+  EXPECT_LT(group_grafted * 4, cold_grafted);
 }
 
 }  // namespace
