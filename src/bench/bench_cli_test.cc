@@ -149,6 +149,37 @@ TEST_F(BenchCli, BadPeersAreClearErrors) {
   EXPECT_NE(Stderr().find("scripts/setup.sh --peers"), std::string::npos) << Stderr();
 }
 
+// --learned-state: a benchmark never starts cold by mistake (a missing or unusable
+// file is an error before any run), and a good file is read, named in the flags and
+// left as it was (every engine starts from it; none writes it).
+TEST_F(BenchCli, LearnedStateMustBeUsableAndIsOnlyRead) {
+  const fs::path data = Write("p.jsonl", kPrompts);
+  const std::string state = (dir_ / "state.json").string();
+  auto argv = Base();
+  for (const char* a : {"--dataset", data.c_str(), "-n", "4", "--methods", "suffix", "-o"}) argv.push_back(a);
+  argv.push_back((dir_ / "out").string());
+  argv.push_back("--learned-state");
+  argv.push_back(state);
+  EXPECT_EQ(Run(argv), 1);
+  EXPECT_NE(Stderr().find("no such file"), std::string::npos) << Stderr();
+  Write("state.json", "{\"version\": 1");
+  EXPECT_EQ(Run(argv), 1);
+  EXPECT_NE(Stderr().find("not usable"), std::string::npos) << Stderr();
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "results.json"));
+  // A state for these models, as graft generate keeps it.
+  fs::remove(state);
+  ASSERT_EQ(Run({GRAFT_CLI, "generate", "-m", ModelPath("tiny-target.gguf"), "-md", ModelPath("tiny-draft.gguf"), "-t",
+                 "1", "-p", "one two one two one two", "-n", "8", "--method", "suffix", "--learned-state", state}),
+            0)
+      << Stderr();
+  const std::string before = Slurp(state);
+  ASSERT_FALSE(before.empty());
+  ASSERT_EQ(Run(argv), 0) << Stderr();
+  const json j = json::parse(Slurp(dir_ / "out" / "results.json"));
+  EXPECT_EQ(j["flags"]["learned_state"], state);
+  EXPECT_EQ(Slurp(state), before);
+}
+
 TEST_F(BenchCli, SigintLeavesCompleteFilesForFinishedPrompts) {
   std::string many;
   for (int i = 0; i < 400; ++i) {
