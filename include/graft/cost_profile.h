@@ -44,6 +44,9 @@ std::string ModelKey(const Model& model);
 // 64-bit FNV-1a of `s`: cache file names from keys.
 uint64_t Fnv1a(const std::string& s);
 
+// Now, as ISO 8601 UTC ("2026-12-02T13:11:05Z"): when a cached file was written.
+std::string UtcTimestamp();
+
 // $GRAFT_PROFILE_DIR, else $HOME/.cache/graft/profiles.
 std::string DefaultProfileDir();
 

@@ -36,15 +36,6 @@ std::string CpuName() {
   return "unknown cpu";
 }
 
-
-
-std::string Today() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
-
 // Times passes over random trees on a scratch context of `model` holding `prefix`
 // random tokens; every pass is rolled back, so the cache does not grow.
 class PassTimer {
@@ -98,7 +89,6 @@ class PassTimer {
   int32_t base_ = 0;
 };
 
-
 // The cached profile at `path` if it is readable, matches `key` and covers the sizes
 // asked for; nullopt otherwise (a stale or foreign file is simply re-measured).
 std::optional<CostProfile> TryLoad(const std::string& path, const std::string& key, const CostProfileOptions& o,
@@ -135,6 +125,13 @@ uint64_t Fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
   return h;
+}
+
+std::string UtcTimestamp() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
 }
 
 std::string DefaultProfileDir() {
@@ -189,7 +186,7 @@ CostProfile MeasureCostProfile(const Model& target, const Model* draft, const Co
   auto measured = MedianCurves(curves, o.repeats);
   p.verify_ms = std::move(measured[0]);
   if (draft != nullptr) p.draft_ms = std::move(measured[1]);
-  p.measured_at = Today();
+  p.measured_at = UtcTimestamp();
   return p;
 }
 

@@ -1,7 +1,6 @@
 // The learned-state file: calibration counts per source, as JSON.
 #include "graft/learned_state.h"
 
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -22,13 +21,6 @@ constexpr int kCellsPerSource = Calibration::kConfBuckets * Calibration::kDepthB
 // Sources whose outcomes carry over: not the root (always accepted) and not the oracle
 // (a benchmark's recorded answer).
 bool Kept(Source s) { return s != Source::kRoot && s != Source::kOracle; }
-
-std::string Now() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
 
 }  // namespace
 
@@ -62,7 +54,7 @@ void SaveLearnedState(const std::string& path, const LearnedState& state) {
   }
   const json j = {{"version", kVersion},
                   {"key", state.key},
-                  {"saved_at", state.saved_at.empty() ? Now() : state.saved_at},
+                  {"saved_at", state.saved_at.empty() ? UtcTimestamp() : state.saved_at},
                   {"buckets", {{"confidence", Calibration::kConfBuckets}, {"depth", Calibration::kDepthBuckets}}},
                   {"calibration", sources}};
   std::error_code ec;
@@ -115,9 +107,7 @@ std::optional<LearnedState> LoadLearnedState(const std::string& path, const std:
     }
     Calibration check;
     check.Restore(c);  // throws for counts out of range
-  } catch (const Error& e) {
-    throw Error("the learned state " + path + " is not usable: " + e.what());
-  } catch (const std::exception& e) {
+  } catch (const std::exception& e) {  // graft::Error (ours) or nlohmann's
     throw Error("the learned state " + path + " is not usable: " + e.what());
   }
   return st;

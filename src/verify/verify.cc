@@ -153,7 +153,8 @@ void RecordOutcome(const TokenTree& tree, const VerifyResult& result, Calibratio
     bool accepted;
   };
   std::vector<Trial> trials;
-  for (size_t i = 0; i < result.tested.size(); ++i) {
+  const bool per_request = calibration->options().request_strength > 0;
+  for (size_t i = 0; per_request && i < result.tested.size(); ++i) {
     const int32_t n = result.tested[i];
     const double e = calibration->PooledEstimate(tree.source[n], tree.prob[n], tree.depth[n]);
     auto t = std::find_if(trials.begin(), trials.end(),
