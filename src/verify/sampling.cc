@@ -1,6 +1,8 @@
 // Sampling: logits -> Distribution (top-k, temperature softmax, top-p), Rng, SampleToken.
 #include "graft/sampling.h"
 
+#include "logit_scan.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -46,16 +48,13 @@ Token Distribution::Mode() const {
 
 Token Argmax(const float* logits, int32_t n_vocab) {
   if (n_vocab <= 0) throw std::invalid_argument("Argmax: empty logit vector");
-  Token best = 0;
-  float best_l = Finite(logits[0]);
-  for (int32_t v = 1; v < n_vocab; ++v) {
-    const float l = Finite(logits[v]);
-    if (l > best_l) {  // strict: ties keep the lowest id
-      best = v;
-      best_l = l;
-    }
+  // The largest value (a vectorised scan), then its first occurrence: ties keep the
+  // lowest id. NaN counts as -inf, so a row of NaN and -inf gives token 0.
+  const float best_l = MaxLogit(logits, n_vocab);
+  for (int32_t v = 0; v < n_vocab; ++v) {
+    if (Finite(logits[v]) == best_l) return v;
   }
-  return best;
+  return 0;
 }
 
 Distribution MakeDistribution(const float* logits, int32_t n_vocab, const SamplingParams& params) {
