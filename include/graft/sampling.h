@@ -44,8 +44,9 @@ Token Argmax(const float* logits, int32_t n_vocab);
 // Entries are sorted by probability (descending, ties to the lower id) when top-k or
 // top-p cut; otherwise they are in token order. -inf / NaN logits get probability 0.
 // Throws std::invalid_argument if no token has a finite logit.
-// Cost: O(V) for greedy or plain softmax, O(V + k log k) with top-k, O(V log V) for
-// top-p without top-k.
+// Cost: O(V) for greedy or plain softmax, O(V + k log k) with top-k, O(V + m log m)
+// for top-p without top-k, m the kept tokens rounded up to 256 * 8^j (a 152k-token
+// row at top_p 0.95: 16 ms with a full sort, now a few).
 Distribution MakeDistribution(const float* logits, int32_t n_vocab, const SamplingParams& params);
 inline Distribution MakeDistribution(std::span<const float> logits, const SamplingParams& params) {
   return MakeDistribution(logits.data(), static_cast<int32_t>(logits.size()), params);

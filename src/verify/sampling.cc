@@ -78,37 +78,47 @@ Distribution MakeDistribution(const float* logits, int32_t n_vocab, const Sampli
   auto by_logit = [&](Token a, Token b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   };
-  bool sorted = false;
   if (params.top_k > 0 && static_cast<size_t>(params.top_k) < ids.size()) {
     std::nth_element(ids.begin(), ids.begin() + params.top_k, ids.end(), by_logit);
     ids.resize(static_cast<size_t>(params.top_k));
     std::sort(ids.begin(), ids.end(), by_logit);
-    sorted = true;
-  }
-  const bool nucleus = params.top_p < 1.0f;
-  if (nucleus && !sorted) {
-    std::sort(ids.begin(), ids.end(), by_logit);
-    sorted = true;
   }
   // Softmax of logits / T in double, relative to the max for stability.
   double max_l = -std::numeric_limits<double>::infinity();
   for (Token t : ids) max_l = std::max(max_l, static_cast<double>(logits[t]));
   const double inv_t = 1.0 / static_cast<double>(params.temperature);
+  auto weight = [&](Token t) {
+    const double l = static_cast<double>(logits[t]);
+    return std::isinf(max_l) ? (l == max_l ? 1.0 : 0.0) : std::exp((l - max_l) * inv_t);
+  };
   std::vector<double> w(ids.size());
   double total = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
-    const double l = static_cast<double>(logits[ids[i]]);
-    w[i] = std::isinf(max_l) ? (l == max_l ? 1.0 : 0.0) : std::exp((l - max_l) * inv_t);
+    w[i] = weight(ids[i]);
     total += w[i];
   }
   size_t keep = ids.size();
-  if (nucleus) {  // ids are sorted by logit, hence by probability
+  if (params.top_p < 1.0f) {
+    // The smallest prefix of the tokens by probability that reaches top_p of the
+    // mass. It is usually a few tokens, so sort only the best m (m = 256, then 8x as
+    // many while the prefix falls short) instead of the whole vocabulary.
     const double target = std::max(0.0, static_cast<double>(params.top_p)) * total;
-    double cum = 0;
-    for (size_t i = 0; i < ids.size(); ++i) {
-      cum += w[i];
-      if (cum >= target) {
-        keep = i + 1;
+    const bool sorted = params.top_k > 0;  // top-k sorted its ids above
+    for (size_t m = std::min<size_t>(256, ids.size());; m = std::min(ids.size(), m * 8)) {
+      if (!sorted) {
+        if (m < ids.size()) std::nth_element(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(m), ids.end(), by_logit);
+        std::sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(m), by_logit);
+      }
+      double cum = 0;
+      keep = 0;
+      for (size_t i = 0; i < m && keep == 0; ++i) {
+        w[i] = weight(ids[i]);
+        cum += w[i];
+        if (cum >= target) keep = i + 1;
+      }
+      if (keep > 0) break;
+      if (m == ids.size()) {
+        keep = m;  // rounding left the whole sum a hair short of the target
         break;
       }
     }

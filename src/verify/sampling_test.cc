@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <random>
+#include <algorithm>
 #include <stdexcept>
 #include <vector>
 
@@ -81,6 +83,40 @@ TEST(SamplingTest, TopPKeepsSmallestPrefixReachingP) {
   p.top_p = 0.8f;  // needs a third token: the tie at 0.125 goes to the lower id
   d = MakeDistribution(l, p);
   EXPECT_EQ(d.token, (std::vector<Token>{1, 2, 0}));
+}
+
+// Top-p sorts only a growing prefix of the vocabulary (256, then 8x as many): on rows
+// whose nucleus needs a few tokens, hundreds, thousands or all of them it keeps what
+// a full sort keeps, in the same order.
+TEST(SamplingTest, TopPOnALargeVocabularyMatchesAFullSort) {
+  std::mt19937 rng(5);
+  for (float spread : {0.05f, 1.0f, 8.0f}) {
+    std::normal_distribution<float> normal(0.0f, spread);
+    std::vector<float> l(5000);
+    for (float& x : l) x = std::round(normal(rng) * 64.0f) / 64.0f;  // many ties
+    l[17] = -kInf;
+    for (float top_p : {0.01f, 0.3f, 0.9f, 0.999f, 0.99999994f}) {
+      SamplingParams p;
+      p.temperature = 0.7f;
+      p.top_p = top_p;
+      const Distribution d = MakeDistribution(l, p);
+      std::vector<Token> order;
+      for (Token t = 0; t < 5000; ++t) {
+        if (t != 17) order.push_back(t);
+      }
+      std::sort(order.begin(), order.end(), [&](Token a, Token b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+      std::vector<double> w;
+      double total = 0;
+      for (Token t : order) total += w.emplace_back(std::exp((l[t] - l[order[0]]) / 0.7));
+      size_t keep = 0;
+      for (double cum = 0; keep < order.size() && cum < top_p * total;) cum += w[keep++];
+      SCOPED_TRACE(testing::Message() << "spread " << spread << " top_p " << top_p << " keeps " << keep);
+      ASSERT_EQ(d.size(), keep);
+      EXPECT_TRUE(std::equal(d.token.begin(), d.token.end(), order.begin()));
+      const double kept = std::accumulate(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(keep), 0.0);
+      for (size_t i = 0; i < keep; i += 97) EXPECT_NEAR(d.prob[i], w[i] / kept, 1e-6);
+    }
+  }
 }
 
 TEST(SamplingTest, TopKThenTemperatureThenTopP) {
