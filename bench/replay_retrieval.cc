@@ -87,7 +87,9 @@ struct Replayer {
   graft::CandidateTrie trie_;  // the last step's retrieved candidates
 
   // One turn: prompt, then the recorded output, step by step.
-  void Turn(const std::vector<Token>& prompt, const std::vector<Token>& out, Totals* t) {
+  // `n_predict`: the run's cap on new tokens. An output that reached it was cut there,
+  // and the engine never grows a node deeper than the tokens left before the cap.
+  void Turn(const std::vector<Token>& prompt, const std::vector<Token>& out, int32_t n_predict, Totals* t) {
     graft::RequestRetriever request(retrieval, &history);
     request.Reset(prompt);
     calibration.BeginRequest();
@@ -96,7 +98,8 @@ struct Replayer {
     while (i < out.size()) {
       graft::TokenTree tree;
       tree.Reset(committed.back());
-      Propose(committed, &request, &tree);
+      const int32_t left = n_predict - static_cast<int32_t>(i);
+      Propose(committed, &request, left > 0 ? left - 1 : 1 << 30, &tree);
       const graft::VerifyResult vr = graft::VerifyGreedy(
           tree, [&](int32_t node) { return i + tree.depth[node] < out.size() ? out[i + tree.depth[node]] : -2; });
       graft::RecordOutcome(tree, vr, &calibration);
@@ -104,9 +107,14 @@ struct Replayer {
       if (emitted.back() == -2) emitted.pop_back();  // past the recorded end
       if (trace) {  // each node as parent:confidence(calibrated path acceptance)
         const std::vector<double> a = graft::PathAcceptance(tree, calibration);
-        std::printf("  step at %zu: rows %d accepted %zu copyable %d |", i, tree.size(), emitted.size() - 1,
-                    CopyablePrefix(committed, out, i));
+        std::printf("  step at %zu: rows %d accepted %zu copyable %d in-trie %d (trie %d) |", i, tree.size(), emitted.size() - 1,
+                    CopyablePrefix(committed, out, i), CorrectDepth(trie_, out, i), trie_.size());
         for (int32_t k = 1; k < tree.size(); ++k) std::printf(" %d:%.2f(%.2f)", tree.parent[k], tree.prob[k], a[k]);
+        if (tree.size() == 1) {
+          std::printf(" trie:");
+          for (int32_t k = 0; k < std::min(trie_.size(), 6); ++k)
+            std::printf(" %d:%.2f[%.2f]", trie_.parent[k], trie_.prob[k], calibration.Estimate(graft::Source::kRequest, trie_.prob[k], 1));
+        }
         std::printf("\n");
       }
       if (copy != nullptr) {
@@ -132,14 +140,15 @@ struct Replayer {
 
   // GraftProposer's retrieval-only path: the request index (merged with the history)
   // under the root, grafted by calibrated acceptance, then the best size by cost.
-  void Propose(const std::vector<Token>& committed, graft::RequestRetriever* request, graft::TokenTree* tree) {
+  void Propose(const std::vector<Token>& committed, graft::RequestRetriever* request, int32_t max_depth,
+               graft::TokenTree* tree) {
     graft::CandidateTrie& trie = trie_;
     const size_t from = committed.size() > 64 ? committed.size() - 64 : 0;
     request->Query(graft::TokenSpan(committed).subspan(from), budget - 1, &trie);
     if (trie.empty()) return;
     graft::GraftOptions go;
     go.min_accept_prob = 0.05f;
-    go.max_depth = 16;
+    go.max_depth = std::min(16, max_depth);
     graft::Graft(tree, 0, trie, graft::Source::kRequest, budget, calibration, go);
     if (tree->size() <= 1 || fixed) return;
     const std::vector<double> acc = graft::PathAcceptance(*tree, calibration);
@@ -182,6 +191,7 @@ int Run(int argc, char** argv) {
   double explore = 2.0;      // CalibrationOptions::explore_strength (the engine's)
   double request_strength = 8;  // CalibrationOptions::request_strength (the engine's)
   bool by_copy = false;
+  bool cap_outputs = true;  // --no-cap: ignore the run's n_predict (as before 2026-12-02)
   bool fresh = false;  // every prompt starts with a fresh calibration and history
   std::string trace;  // a prompt id whose steps are printed
   std::vector<std::string> files;
@@ -195,12 +205,13 @@ int Run(int argc, char** argv) {
     else if (arg == "--explore" && a + 1 < argc) explore = std::stod(argv[++a]);
     else if (arg == "--request-strength" && a + 1 < argc) request_strength = std::stod(argv[++a]);
     else if (arg == "--by-copy") by_copy = true;
+    else if (arg == "--no-cap") cap_outputs = false;
     else if (arg == "--fresh") fresh = true;
     else if (arg == "--trace" && a + 1 < argc) trace = argv[++a];
     else files.push_back(arg);
   }
   if (profile.empty() || files.empty() || budget < 1 || budget > 256) {
-    std::fprintf(stderr, "usage: replay_retrieval --profile PROFILE.json [--budget N] [--fixed] [--scale-prior X] [--alpha X] [--explore X] [--by-copy] [--fresh] [--trace PROMPT_ID] results.json...\n");
+    std::fprintf(stderr, "usage: replay_retrieval --profile PROFILE.json [--budget N] [--fixed] [--scale-prior X] [--alpha X] [--explore X] [--by-copy] [--fresh] [--no-cap] [--trace PROMPT_ID] results.json...\n");
     return 2;
   }
   json pj = ReadJson(profile);
@@ -214,6 +225,10 @@ int Run(int argc, char** argv) {
   Totals all;
   for (const std::string& f : files) {
     const json rj = ReadJson(f);
+    // Recordings of older runs lack the flag: then no output counts as cut.
+    const int32_t n_predict = cap_outputs && rj.contains("flags") && rj["flags"].contains("n_predict")
+                                  ? rj["flags"]["n_predict"].get<int32_t>()
+                                  : 0;
     for (const json& row : rj.at("rows")) {
       if (!row.contains("prompt_tokens") || row.at("config") != "ar") continue;
       Totals t;
@@ -224,7 +239,7 @@ int Run(int argc, char** argv) {
       r.trace = row.at("prompt_id").get<std::string>() == trace;
       const auto prompts = row.at("prompt_tokens").get<std::vector<std::vector<Token>>>();
       const auto outs = row.at("output_tokens").get<std::vector<std::vector<Token>>>();
-      for (size_t k = 0; k < prompts.size() && k < outs.size(); ++k) r.Turn(prompts[k], outs[k], &t);
+      for (size_t k = 0; k < prompts.size() && k < outs.size(); ++k) r.Turn(prompts[k], outs[k], n_predict, &t);
       std::printf("%-28s %6lld %6.2f %6.1f %7.2fx\n",
                   (row.at("category").get<std::string>() + "/" + row.at("prompt_id").get<std::string>()).c_str(),
                   static_cast<long long>(t.tokens), double(t.tokens) / t.passes, double(t.rows) / t.passes,

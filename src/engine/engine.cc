@@ -151,7 +151,11 @@ struct Engine::State : EngineState {
       f.result.stats.stop_reason = "context";
       return false;
     }
-    f.limits = StepLimits{std::max(1, std::min(f.o.tree_budget, room)), room - 1, load};
+    // A node deeper than the tokens left to emit cannot add one: the step keeps at most
+    // `left` tokens (the accepted path and the bonus), so nodes below depth left - 1
+    // would only be verified and dropped.
+    const int32_t left = std::max(1, f.rs.request.n_predict - f.rs.generated);
+    f.limits = StepLimits{std::max(1, std::min(f.o.tree_budget, room)), std::min(room, left) - 1, load};
     f.tree.Reset(f.rs.committed.back());
     f.draft = f.proposer->Propose(f.rs, f.limits, &f.tree);
     if (f.draft) f.tree.Reset(f.rs.committed.back());

@@ -296,6 +296,30 @@ TEST(EngineTest, OracleReAlignsAfterADivergence) {
   EXPECT_GE(spliced.stats.tau(), 4.0);
 }
 
+// A step keeps at most the tokens left before n_predict, so no node grows deeper than
+// that: with the recording as the tree (the oracle), n_predict = k <= the budget takes
+// one pass over exactly k nodes, the last one at depth k - 1.
+TEST(EngineTest, NoNodeDeeperThanTheTokensLeft) {
+  auto target = Model::Load(ModelPath("tiny-target.gguf"));
+  Engine engine(*target, nullptr, EngineConfig{.n_ctx = 1024, .max_tree = 16});
+  GenerateRequest req;
+  req.prompt = Encode(*target, SpecBenchPrompts(1).at(0));
+  req.n_predict = 16;
+  const std::vector<Token> ar = engine.Generate(req, DecodeOptions{.method = Method::kAr}).tokens;
+  ASSERT_EQ(ar.size(), 16u);
+  req.oracle = ar;
+  const DecodeOptions o{.method = Method::kOracle, .tree_budget = 8};
+  for (int32_t k : {1, 2, 3, 5, 8, 9, 12}) {
+    req.n_predict = k;
+    const GenerateResult r = engine.Generate(req, o);
+    SCOPED_TRACE(::testing::Message() << "n_predict " << k);
+    EXPECT_EQ(r.tokens, std::vector<Token>(ar.begin(), ar.begin() + k));
+    // 8 tokens a full pass, then a pass over what is left.
+    EXPECT_EQ(r.stats.n_passes, k <= 8 ? 1 : 2);
+    EXPECT_EQ(r.stats.nodes_verified, k);
+  }
+}
+
 // A long prompt's prefill stops at the first chunk boundary once `cancelled` says so,
 // and the engine serves the next request as if nothing had happened.
 TEST(EngineTest, PrefillIsCancellableBetweenChunks) {
