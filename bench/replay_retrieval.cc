@@ -46,6 +46,7 @@ int CopyBin(int32_t l) { return l == 0 ? 0 : l == 1 ? 1 : l < 4 ? 2 : l < 8 ? 3 
 struct CopyStats {
   int64_t steps[kCopyBins] = {}, accepted[kCopyBins] = {}, rows[kCopyBins] = {}, copyable[kCopyBins] = {};
   int64_t in_trie[kCopyBins] = {};  // the longest correct path the retriever offered
+  double expected[kCopyBins] = {};  // what the policy expected its tree to get accepted
 };
 
 // How many tokens of out[i..] the trie spells from its implicit root.
@@ -100,6 +101,9 @@ struct Replayer {
       tree.Reset(committed.back());
       const int32_t left = n_predict - static_cast<int32_t>(i);
       Propose(committed, &request, left > 0 ? left - 1 : 1 << 30, &tree);
+      double expected = 0;  // sum of the kept nodes' calibrated path acceptance, before learning
+      for (const double a : graft::PathAcceptance(tree, calibration)) expected += a;
+      expected -= 1.0;  // the root
       const graft::VerifyResult vr = graft::VerifyGreedy(
           tree, [&](int32_t node) { return i + tree.depth[node] < out.size() ? out[i + tree.depth[node]] : -2; });
       graft::RecordOutcome(tree, vr, &calibration);
@@ -125,6 +129,7 @@ struct Replayer {
         copy->rows[b] += tree.size();
         copy->copyable[b] += l;
         copy->in_trie[b] += CorrectDepth(trie_, out, i);
+        copy->expected[b] += expected;
       }
       t->tokens += static_cast<int64_t>(emitted.size());
       t->passes += 1;
@@ -251,11 +256,13 @@ int Run(int argc, char** argv) {
               double(all.tokens) / all.passes, double(all.rows) / all.passes, all.ar_ms / all.ms);
   if (by_copy) {
     static const char* kBin[kCopyBins] = {"0", "1", "2-3", "4-7", "8-15", "16"};
-    std::printf("\n%-10s %6s %9s %9s %9s %6s\n", "copyable", "steps", "copyable", "in trie", "accepted", "rows");
+    std::printf("\n%-10s %6s %9s %9s %9s %9s %6s\n", "copyable", "steps", "copyable", "in trie", "expected", "accepted",
+                "rows");
     for (int b = 0; b < kCopyBins; ++b) {
       const double n = std::max<int64_t>(copy.steps[b], 1);
-      std::printf("%-10s %6lld %9.2f %9.2f %9.2f %6.2f\n", kBin[b], static_cast<long long>(copy.steps[b]),
-                  copy.copyable[b] / n, copy.in_trie[b] / n, copy.accepted[b] / n, copy.rows[b] / n);
+      std::printf("%-10s %6lld %9.2f %9.2f %9.2f %9.2f %6.2f\n", kBin[b], static_cast<long long>(copy.steps[b]),
+                  copy.copyable[b] / n, copy.in_trie[b] / n, copy.expected[b] / n, copy.accepted[b] / n,
+                  copy.rows[b] / n);
     }
   }
   return 0;
