@@ -100,4 +100,52 @@ float SumExpAbove(const float* logits, int32_t n, float mx, float cut) {
   return static_cast<float>(sum);
 }
 
+__attribute__((target_clones("avx2", "default")))
+double SoftmaxWeights(const float* logits, int32_t n, float mx, float inv_t, float* w) {
+  constexpr int32_t kBlock = 32 * kLanes;
+  const Vf vmx = Splat(mx), vinv = Splat(inv_t), floor = Splat(-87.0f), zero = Splat(0.0f);
+  double sum = 0.0;
+  int32_t i = 0;
+  while (i + kLanes <= n) {
+    Vf s = zero;
+    for (const int32_t end = std::min(n - kLanes, i + kBlock - kLanes); i <= end; i += kLanes) {
+      const Vf x = (Load(logits + i) - vmx) * vinv;
+      const auto keep = x >= floor;  // false for NaN and -inf
+      const Vf e = keep ? ExpNonPositive(keep ? x : floor) : zero;
+      std::memcpy(w + i, &e, sizeof(e));
+      s += e;
+    }
+    for (int k = 0; k < kLanes; ++k) sum += s[k];
+  }
+  for (; i < n; ++i) {
+    const float x = (logits[i] - mx) * inv_t;
+    w[i] = x >= -87.0f ? ExpNonPositive(Splat(x))[0] : 0.0f;
+    sum += w[i];
+  }
+  return sum;
+}
+
+void TopKLogits(const float* logits, int32_t n, int32_t k, std::vector<std::pair<float, Token>>* out) {
+  out->clear();
+  // A min-heap (by this order) of the k best logits.
+  auto better = [](const std::pair<float, Token>& a, const std::pair<float, Token>& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  const float lowest = -std::numeric_limits<float>::infinity();
+  int32_t i = 0;
+  while (static_cast<int32_t>(out->size()) < k && (i = FirstAbove(logits, i, n, lowest)) < n) {
+    out->push_back({logits[i], i});
+    std::push_heap(out->begin(), out->end(), better);
+    ++i;
+  }
+  // Then only logits above the heap's worst can enter (a tie with it has a higher id).
+  while (k > 0 && static_cast<int32_t>(out->size()) == k && (i = FirstAbove(logits, i, n, out->front().first)) < n) {
+    std::pop_heap(out->begin(), out->end(), better);
+    out->back() = {logits[i], i};
+    std::push_heap(out->begin(), out->end(), better);
+    ++i;
+  }
+  std::sort_heap(out->begin(), out->end(), better);  // best first
+}
+
 }  // namespace graft

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
 #include <limits>
 #include <random>
 #include <vector>
@@ -72,6 +74,33 @@ TEST(LogitScanTest, MaxFirstAboveAndArgmaxMatchAScalarLoopOnEveryTail) {
   EXPECT_EQ(MaxLogit(nullptr, 0), -kInf);
 }
 
+TEST(LogitScanTest, TopKLogitsIsTheBestKOfASortBestFirstTiesToTheLowerId) {
+  std::mt19937 rng(11);
+  const float specials[] = {0.0f, std::nanf(""), -kInf, kInf};
+  std::vector<std::pair<float, Token>> got;
+  for (int32_t n : {1, 2, 7, 8, 9, 31, 200}) {
+    for (float special : specials) {
+      const std::vector<float> l = Row(rng, n, special, std::max(1, n / 4));
+      std::vector<std::pair<float, Token>> want;
+      for (int32_t v = 0; v < n; ++v) {
+        if (!std::isnan(l[v]) && l[v] > -kInf) want.push_back({l[v], v});
+      }
+      std::sort(want.begin(), want.end(), [](const auto& a, const auto& b) {
+        return a.first > b.first || (a.first == b.first && a.second < b.second);
+      });
+      for (int32_t k : {1, 3, 8, 40, n, n + 5}) {
+        TopKLogits(l.data(), n, k, &got);
+        const size_t m = std::min<size_t>(static_cast<size_t>(k), want.size());
+        const std::vector<std::pair<float, Token>> best(want.begin(), want.begin() + static_cast<std::ptrdiff_t>(m));
+        EXPECT_EQ(got, best)
+            << "n " << n << " special " << special << " k " << k;
+      }
+    }
+  }
+  TopKLogits(nullptr, 0, 4, &got);
+  EXPECT_TRUE(got.empty());
+}
+
 TEST(LogitScanTest, ArgmaxOfRowsWithoutAFiniteValueIsTokenZero) {
   for (int32_t n : {1, 7, 8, 9, 33}) {
     std::vector<float> l(n, std::nanf(""));
@@ -106,6 +135,30 @@ TEST(LogitScanTest, SumExpAboveIsWithinOneMillionthOfTheExactSum) {
   }
   const std::vector<float> none(19, -5.0f);  // below the cut: nothing, in lanes and tail
   EXPECT_EQ(SumExpAbove(none.data(), 19, 0.0f, -1.0f), 0.0f);
+}
+
+TEST(LogitScanTest, SoftmaxWeightsAreWithinOneMillionthAndZeroBelowTheFloor) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 6.0f);
+  for (int32_t n : {1, 7, 8, 9, 300, 5000}) {
+    std::vector<float> l(n);
+    for (float& x : l) x = normal(rng);
+    if (n > 3) l[1] = std::nanf(""), l[2] = -kInf;
+    const float mx = MaxLogit(l.data(), n);
+    for (float inv_t : {0.5f, 1.0f, 4.0f}) {
+      std::vector<float> w(n, -1.0f);
+      const double total = SoftmaxWeights(l.data(), n, mx, inv_t, w.data());
+      double want_total = 0;
+      for (int32_t i = 0; i < n; ++i) {
+        const double x = (l[i] - mx) * inv_t;  // the exponent in float, as the lanes take it
+        const double want = std::isnan(x) || x < -87.0 ? 0.0 : std::exp(x);
+        want_total += want;
+        if (x < -86.9 && x > -87.1) continue;  // at the floor either may hold
+        EXPECT_NEAR(w[i], want, want * 1e-6) << "n " << n << " i " << i << " x " << x;
+      }
+      EXPECT_NEAR(total, want_total, want_total * 1e-6) << "n " << n;
+    }
+  }
 }
 
 }  // namespace

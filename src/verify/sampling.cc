@@ -68,64 +68,111 @@ Distribution MakeDistribution(const float* logits, int32_t n_vocab, const Sampli
     d.prob.push_back(1.0f);
     return d;
   }
-  // Candidates with a finite (or +inf) logit, in token order.
-  std::vector<Token> ids;
-  ids.reserve(static_cast<size_t>(std::max(n_vocab, 0)));
-  for (int32_t v = 0; v < n_vocab; ++v) {
-    if (Finite(logits[v]) > -std::numeric_limits<float>::infinity()) ids.push_back(v);
+  const float mx = MaxLogit(logits, n_vocab);  // NaN ignored
+  if (!(mx > -std::numeric_limits<float>::infinity())) {
+    throw std::invalid_argument("MakeDistribution: no finite logit");
   }
-  if (ids.empty()) throw std::invalid_argument("MakeDistribution: no finite logit");
   auto by_logit = [&](Token a, Token b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   };
-  if (params.top_k > 0 && static_cast<size_t>(params.top_k) < ids.size()) {
-    std::nth_element(ids.begin(), ids.begin() + params.top_k, ids.end(), by_logit);
-    ids.resize(static_cast<size_t>(params.top_k));
-    std::sort(ids.begin(), ids.end(), by_logit);
-  }
-  // Softmax of logits / T in double, relative to the max for stability.
-  double max_l = -std::numeric_limits<double>::infinity();
-  for (Token t : ids) max_l = std::max(max_l, static_cast<double>(logits[t]));
   const double inv_t = 1.0 / static_cast<double>(params.temperature);
-  auto weight = [&](Token t) {
-    const double l = static_cast<double>(logits[t]);
-    return std::isinf(max_l) ? (l == max_l ? 1.0 : 0.0) : std::exp((l - max_l) * inv_t);
-  };
-  std::vector<double> w(ids.size());
-  double total = 0;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    w[i] = weight(ids[i]);
-    total += w[i];
-  }
-  size_t keep = ids.size();
-  if (params.top_p < 1.0f) {
-    // The smallest prefix of the tokens by probability that reaches top_p of the
-    // mass. It is usually a few tokens, so sort only the best m (m = 256, then 8x as
-    // many while the prefix falls short) instead of the whole vocabulary.
-    const double target = std::max(0.0, static_cast<double>(params.top_p)) * total;
-    const bool sorted = params.top_k > 0;  // top-k sorted its ids above
-    for (size_t m = std::min<size_t>(256, ids.size());; m = std::min(ids.size(), m * 8)) {
-      if (!sorted) {
-        if (m < ids.size()) std::nth_element(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(m), ids.end(), by_logit);
-        std::sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(m), by_logit);
+  const double target_p = std::max(0.0, static_cast<double>(params.top_p));
+
+  if (params.top_k <= 0 && !std::isinf(mx)) {
+    // The whole vocabulary: weights 8 lanes at a time in float (within 1e-6 of e^x;
+    // a weight under e^-87 of the largest is 0), their sum in double.
+    std::vector<float> w(static_cast<size_t>(n_vocab));
+    const double total = SoftmaxWeights(logits, n_vocab, mx, static_cast<float>(inv_t), w.data());
+    if (params.top_p >= 1.0f) {
+      d.token.reserve(static_cast<size_t>(n_vocab));
+      d.prob.reserve(static_cast<size_t>(n_vocab));
+      for (int32_t v = 0; v < n_vocab; ++v) {
+        const float p = static_cast<float>(w[static_cast<size_t>(v)] / total);
+        if (p > 0.0f) {
+          d.token.push_back(v);
+          d.prob.push_back(p);
+        }
       }
+      return d;
+    }
+    // Top-p: the smallest prefix of the tokens by probability that reaches top_p of
+    // the mass is usually a few tokens, so only the tokens within `span` of the best
+    // logit are gathered and sorted (4 T, then twice as far while they fall short);
+    // every token left out ranks below every one gathered.
+    const double target = target_p * total;
+    std::vector<Token> ids;
+    size_t keep = 0;
+    double kept = 0;
+    int64_t finite = -1;  // tokens with a finite logit, counted once a span falls short
+    for (float span = 4.0f * params.temperature;; span *= 2.0f) {
+      const float floor = mx - span;
+      const bool all = !(floor > -std::numeric_limits<float>::max()) || span > 1e30f;
+      ids.clear();
+      for (int32_t v = all ? 0 : FirstAbove(logits, 0, n_vocab, floor); v < n_vocab;
+           v = all ? v + 1 : FirstAbove(logits, v + 1, n_vocab, floor)) {
+        if (!std::isnan(logits[v]) && logits[v] > -std::numeric_limits<float>::infinity()) ids.push_back(v);
+      }
+      std::sort(ids.begin(), ids.end(), by_logit);
       double cum = 0;
-      keep = 0;
-      for (size_t i = 0; i < m && keep == 0; ++i) {
-        w[i] = weight(ids[i]);
-        cum += w[i];
-        if (cum >= target) keep = i + 1;
+      for (keep = 0; keep < ids.size() && cum < target;) cum += w[static_cast<size_t>(ids[keep++])];
+      if (cum < target && !all && finite < 0) {
+        finite = 0;
+        for (int32_t v = 0; v < n_vocab; ++v) finite += Finite(logits[v]) > -std::numeric_limits<float>::infinity();
       }
-      if (keep > 0) break;
-      if (m == ids.size()) {
-        keep = m;  // rounding left the whole sum a hair short of the target
+      // Done when the prefix reached the target, or every token is in (rounding can
+      // leave the whole sum a hair short of it).
+      if (cum >= target || all || static_cast<int64_t>(ids.size()) == finite) {
+        kept = cum;
         break;
       }
     }
+    for (size_t i = 0; i < keep; ++i) {
+      const float p = static_cast<float>(w[static_cast<size_t>(ids[i])] / kept);
+      if (p > 0.0f) {
+        d.token.push_back(ids[i]);
+        d.prob.push_back(p);
+      }
+    }
+    if (d.token.empty()) {  // only zero weights kept: the best token alone
+      d.token.push_back(ids.front());
+      d.prob.push_back(1.0f);
+    }
+    return d;
+  }
+
+  // Top-k, or a +inf logit: few candidates, weights one by one in double.
+  std::vector<Token> ids;  // candidates (a finite or +inf logit), by logit when cut
+  bool cut = params.top_p < 1.0f;
+  if (params.top_k > 0) {
+    // One more than k: whether top-k cuts anything.
+    std::vector<std::pair<float, Token>> best;
+    TopKLogits(logits, n_vocab, std::min(params.top_k, n_vocab) + 1, &best);
+    if (static_cast<int64_t>(best.size()) > params.top_k) {
+      best.resize(static_cast<size_t>(params.top_k));
+      cut = true;
+    }
+    for (const auto& b : best) ids.push_back(b.second);
+    if (!cut) std::sort(ids.begin(), ids.end());  // token order
+  } else {
+    for (int32_t v = 0; v < n_vocab; ++v) {
+      if (Finite(logits[v]) > -std::numeric_limits<float>::infinity()) ids.push_back(v);
+    }
+    if (cut) std::sort(ids.begin(), ids.end(), by_logit);
+  }
+  std::vector<double> w(ids.size());
+  double total = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const double l = static_cast<double>(logits[ids[i]]);
+    w[i] = std::isinf(mx) ? (l == mx ? 1.0 : 0.0) : std::exp((l - mx) * inv_t);
+    total += w[i];
+  }
+  size_t keep = ids.size();
+  if (params.top_p < 1.0f) {  // ids are sorted by logit, hence by probability
+    double cum = 0;
+    for (keep = 0; keep < ids.size() && cum < target_p * total;) cum += w[keep++];
+    keep = std::max<size_t>(keep, 1);
     total = std::accumulate(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(keep), 0.0);
   }
-  d.token.reserve(keep);
-  d.prob.reserve(keep);
   for (size_t i = 0; i < keep; ++i) {
     const float p = static_cast<float>(w[i] / total);
     if (p > 0.0f) {
