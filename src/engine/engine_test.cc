@@ -272,13 +272,19 @@ TEST(EngineTest, ChainWithTheTargetAsDraftAcceptsNearlyAll) {
 // near-tie resolved the other way; here: 3 foreign tokens spliced into the recording)
 // it must re-align on the output's tail instead of proposing the recording shifted,
 // which would be rejected every step from there on.
+// ar's output of n tokens for the first Spec-Bench prompt, the recording an oracle test
+// proposes; `req` is left holding that prompt.
+std::vector<Token> ArRecording(Engine& engine, const Model& target, int32_t n, GenerateRequest* req) {
+  req->prompt = Encode(target, SpecBenchPrompts(1).at(0));
+  req->n_predict = n;
+  return engine.Generate(*req, DecodeOptions{.method = Method::kAr}).tokens;
+}
+
 TEST(EngineTest, OracleReAlignsAfterADivergence) {
   auto target = Model::Load(ModelPath("tiny-target.gguf"));
   Engine engine(*target, nullptr, EngineConfig{.n_ctx = 1024, .max_tree = 16});
   GenerateRequest req;
-  req.prompt = Encode(*target, SpecBenchPrompts(1).at(0));
-  req.n_predict = 64;
-  const std::vector<Token> ar = engine.Generate(req, DecodeOptions{.method = Method::kAr}).tokens;
+  const std::vector<Token> ar = ArRecording(engine, *target, 64, &req);
   ASSERT_EQ(ar.size(), 64u);
   const DecodeOptions o{.method = Method::kOracle, .tree_budget = 8};
   req.oracle = ar;
@@ -303,9 +309,7 @@ TEST(EngineTest, NoNodeDeeperThanTheTokensLeft) {
   auto target = Model::Load(ModelPath("tiny-target.gguf"));
   Engine engine(*target, nullptr, EngineConfig{.n_ctx = 1024, .max_tree = 16});
   GenerateRequest req;
-  req.prompt = Encode(*target, SpecBenchPrompts(1).at(0));
-  req.n_predict = 16;
-  const std::vector<Token> ar = engine.Generate(req, DecodeOptions{.method = Method::kAr}).tokens;
+  const std::vector<Token> ar = ArRecording(engine, *target, 16, &req);
   ASSERT_EQ(ar.size(), 16u);
   req.oracle = ar;
   const DecodeOptions o{.method = Method::kOracle, .tree_budget = 8};

@@ -76,53 +76,46 @@ int32_t FirstAbove(const float* logits, int32_t from, int32_t n, float threshold
   return n;
 }
 
-__attribute__((target_clones("avx2", "default")))
-float SumExpAbove(const float* logits, int32_t n, float mx, float cut) {
-  // Lanes sum blocks of kBlock values in float, blocks add up in double: a 152k-value
-  // row then loses about 1e-7 of its sum instead of 1e-5.
+// Sum of e^x, x = (logits[i] - mx) * inv_t, over the i with x > lo (lo >= -87; NaN
+// and -inf never), each term also written to w[i] (0 when left out) when kStore.
+// Lanes sum blocks of kBlock values in float, blocks add up in double: a 152k-value
+// row then loses about 1e-7 of its sum instead of 1e-5. Inlined into each caller's
+// clones, so the AVX2 clone gets AVX2 code.
+template <bool kStore>
+__attribute__((always_inline)) inline double ExpSum(const float* logits, int32_t n, float mx, float inv_t, float lo,
+                                                    float* w) {
   constexpr int32_t kBlock = 32 * kLanes;
-  const Vf vcut = Splat(cut), vmx = Splat(mx), floor = Splat(-87.0f), zero = Splat(0.0f);
-  double sum = 0.0;
-  int32_t i = 0;
-  while (i + kLanes <= n) {
-    Vf s = zero;
-    for (const int32_t end = std::min(n - kLanes, i + kBlock - kLanes); i <= end; i += kLanes) {
-      const Vf x = Load(logits + i);
-      const auto keep = x > vcut;
-      const Vf e = ExpNonPositive(keep ? x - vmx : floor);
-      s += keep ? e : zero;
-    }
-    for (int k = 0; k < kLanes; ++k) sum += s[k];
-  }
-  for (; i < n; ++i) {
-    if (logits[i] > cut) sum += ExpNonPositive(Splat(logits[i] - mx))[0];
-  }
-  return static_cast<float>(sum);
-}
-
-__attribute__((target_clones("avx2", "default")))
-double SoftmaxWeights(const float* logits, int32_t n, float mx, float inv_t, float* w) {
-  constexpr int32_t kBlock = 32 * kLanes;
-  const Vf vmx = Splat(mx), vinv = Splat(inv_t), floor = Splat(-87.0f), zero = Splat(0.0f);
+  const Vf vmx = Splat(mx), vinv = Splat(inv_t), vlo = Splat(lo), zero = Splat(0.0f);
   double sum = 0.0;
   int32_t i = 0;
   while (i + kLanes <= n) {
     Vf s = zero;
     for (const int32_t end = std::min(n - kLanes, i + kBlock - kLanes); i <= end; i += kLanes) {
       const Vf x = (Load(logits + i) - vmx) * vinv;
-      const auto keep = x >= floor;  // false for NaN and -inf
-      const Vf e = keep ? ExpNonPositive(keep ? x : floor) : zero;
-      std::memcpy(w + i, &e, sizeof(e));
+      const auto keep = x > vlo;  // false for NaN and -inf
+      const Vf e = keep ? ExpNonPositive(keep ? x : vlo) : zero;
+      if constexpr (kStore) std::memcpy(w + i, &e, sizeof(e));
       s += e;
     }
     for (int k = 0; k < kLanes; ++k) sum += s[k];
   }
   for (; i < n; ++i) {
     const float x = (logits[i] - mx) * inv_t;
-    w[i] = x >= -87.0f ? ExpNonPositive(Splat(x))[0] : 0.0f;
-    sum += w[i];
+    const float e = x > lo ? ExpNonPositive(Splat(x))[0] : 0.0f;
+    if constexpr (kStore) w[i] = e;
+    sum += e;
   }
   return sum;
+}
+
+__attribute__((target_clones("avx2", "default")))
+float SumExpAbove(const float* logits, int32_t n, float mx, float cut) {
+  return static_cast<float>(ExpSum<false>(logits, n, mx, 1.0f, cut - mx, nullptr));
+}
+
+__attribute__((target_clones("avx2", "default")))
+double SoftmaxWeights(const float* logits, int32_t n, float mx, float inv_t, float* w) {
+  return ExpSum<true>(logits, n, mx, inv_t, -87.0f, w);
 }
 
 void TopKLogits(const float* logits, int32_t n, int32_t k, std::vector<std::pair<float, Token>>* out) {
