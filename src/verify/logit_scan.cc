@@ -5,9 +5,12 @@
 #include <cstring>
 #include <limits>
 
-// The helpers below pass 32-byte vectors by value; they are internal and inlined into
-// each clone, so the SSE2 clone's ABI note does not apply.
+// The helpers below pass 32-byte vectors by value. They must be inlined into each
+// clone (always_inline, at every optimisation level): called out of line, the AVX2
+// clone and an SSE2-compiled helper disagree on how such a vector is passed (what
+// -Wpsabi warns of), which crashed the -O1 sanitizer build. Inlined, there is no call.
 #pragma GCC diagnostic ignored "-Wpsabi"
+#define GRAFT_LANES_INLINE __attribute__((always_inline)) inline
 
 namespace graft {
 namespace {
@@ -16,19 +19,19 @@ constexpr int kLanes = 8;
 using Vf = float __attribute__((vector_size(kLanes * sizeof(float))));
 using Vi = int32_t __attribute__((vector_size(kLanes * sizeof(int32_t))));
 
-Vf Load(const float* p) {
+GRAFT_LANES_INLINE Vf Load(const float* p) {
   Vf v;
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
 
-Vf Splat(float x) { return Vf{} + x; }
+GRAFT_LANES_INLINE Vf Splat(float x) { return Vf{} + x; }
 
 // e^x for x in [-87, 0], lane-wise: x = n ln2 + r with n whole and |r| <= ln2 / 2
 // (ln2 in two parts, so r keeps its precision for large |x|), e^r by its Taylor
 // polynomial of degree 7 (error < 1e-8 on that range), times 2^n built in the
 // exponent bits.
-Vf ExpNonPositive(Vf x) {
+GRAFT_LANES_INLINE Vf ExpNonPositive(Vf x) {
   const Vf n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round: |.| < 2^22
   const Vf r = (x - n * 0.693145751953125f) - n * 1.428606765330187e-06f;
   Vf p = Splat(1.0f / 5040);
@@ -82,8 +85,7 @@ int32_t FirstAbove(const float* logits, int32_t from, int32_t n, float threshold
 // row then loses about 1e-7 of its sum instead of 1e-5. Inlined into each caller's
 // clones, so the AVX2 clone gets AVX2 code.
 template <bool kStore>
-__attribute__((always_inline)) inline double ExpSum(const float* logits, int32_t n, float mx, float inv_t, float lo,
-                                                    float* w) {
+GRAFT_LANES_INLINE double ExpSum(const float* logits, int32_t n, float mx, float inv_t, float lo, float* w) {
   constexpr int32_t kBlock = 32 * kLanes;
   const Vf vmx = Splat(mx), vinv = Splat(inv_t), vlo = Splat(lo), zero = Splat(0.0f);
   double sum = 0.0;
