@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
 #include <stdexcept>
 
 namespace graft {
@@ -23,6 +22,30 @@ uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 float Finite(float l) {
   return std::isnan(l) ? -std::numeric_limits<float>::infinity() : l;
+}
+
+// A token that can be sampled: a finite or +inf logit.
+bool Candidate(float l) { return Finite(l) > -std::numeric_limits<float>::infinity(); }
+
+// The nucleus of n candidates ranked best first: the shortest prefix whose weights
+// (weight(i) of the i-th) reach `target`, at least one (all n when rounding leaves
+// their sum short of it); `*mass` = the prefix's weight.
+template <typename Weight>
+size_t NucleusSize(size_t n, double target, const Weight& weight, double* mass) {
+  double cum = 0;
+  size_t keep = 0;
+  while (keep < n && (keep == 0 || cum < target)) cum += weight(keep++);
+  *mass = cum;
+  return keep;
+}
+
+// Appends t with probability p, unless p rounds to 0 in float.
+void Add(Distribution* d, Token t, double p) {
+  const float f = static_cast<float>(p);
+  if (f > 0.0f) {
+    d->token.push_back(t);
+    d->prob.push_back(f);
+  }
 }
 
 }  // namespace
@@ -61,9 +84,7 @@ Distribution MakeDistribution(const float* logits, int32_t n_vocab, const Sampli
   Distribution d;
   if (params.temperature <= 0.0f) {
     const Token t = Argmax(logits, n_vocab);
-    if (!(Finite(logits[t]) > -std::numeric_limits<float>::infinity())) {
-      throw std::invalid_argument("MakeDistribution: no finite logit");
-    }
+    if (!Candidate(logits[t])) throw std::invalid_argument("MakeDistribution: no finite logit");
     d.token.push_back(t);
     d.prob.push_back(1.0f);
     return d;
@@ -86,62 +107,39 @@ Distribution MakeDistribution(const float* logits, int32_t n_vocab, const Sampli
     if (params.top_p >= 1.0f) {
       d.token.reserve(static_cast<size_t>(n_vocab));
       d.prob.reserve(static_cast<size_t>(n_vocab));
-      for (int32_t v = 0; v < n_vocab; ++v) {
-        const float p = static_cast<float>(w[static_cast<size_t>(v)] / total);
-        if (p > 0.0f) {
-          d.token.push_back(v);
-          d.prob.push_back(p);
-        }
-      }
+      for (int32_t v = 0; v < n_vocab; ++v) Add(&d, v, w[static_cast<size_t>(v)] / total);
       return d;
     }
-    // Top-p: the smallest prefix of the tokens by probability that reaches top_p of
-    // the mass is usually a few tokens, so only the tokens within `span` of the best
-    // logit are gathered and sorted (4 T, then twice as far while they fall short);
-    // every token left out ranks below every one gathered.
+    // Top-p: the nucleus is usually a few tokens, so only the tokens above a floor
+    // `span` below the best logit are gathered and sorted: 4 T, then twice as far while
+    // they fall short, up to 64 T (a weight of e^-64), then every candidate. Every
+    // token left out ranks below every one gathered, so the nucleus of what is gathered
+    // is the nucleus of the row once it reaches top_p.
     const double target = target_p * total;
     std::vector<Token> ids;
     size_t keep = 0;
-    double kept = 0;
-    int64_t finite = -1;  // tokens with a finite logit, counted once a span falls short
-    for (float span = 4.0f * params.temperature;; span *= 2.0f) {
-      const float floor = mx - span;
-      const bool all = !(floor > -std::numeric_limits<float>::max()) || span > 1e30f;
+    double mass = 0;
+    for (int round = 0;; ++round) {
+      const bool all = round == 5;
+      // Strictly below the best logit even where the span vanishes beside it (a tiny
+      // T); FirstAbove's strict > leaves out NaN and -inf at any floor.
+      const float floor = all ? -std::numeric_limits<float>::infinity()
+                              : std::min(mx - std::ldexp(4.0f * params.temperature, round),
+                                         std::nextafter(mx, -std::numeric_limits<float>::infinity()));
       ids.clear();
-      for (int32_t v = all ? 0 : FirstAbove(logits, 0, n_vocab, floor); v < n_vocab;
-           v = all ? v + 1 : FirstAbove(logits, v + 1, n_vocab, floor)) {
-        if (!std::isnan(logits[v]) && logits[v] > -std::numeric_limits<float>::infinity()) ids.push_back(v);
+      for (int32_t v = FirstAbove(logits, 0, n_vocab, floor); v < n_vocab; v = FirstAbove(logits, v + 1, n_vocab, floor)) {
+        ids.push_back(v);
       }
       std::sort(ids.begin(), ids.end(), by_logit);
-      double cum = 0;
-      for (keep = 0; keep < ids.size() && cum < target;) cum += w[static_cast<size_t>(ids[keep++])];
-      if (cum < target && !all && finite < 0) {
-        finite = 0;
-        for (int32_t v = 0; v < n_vocab; ++v) finite += Finite(logits[v]) > -std::numeric_limits<float>::infinity();
-      }
-      // Done when the prefix reached the target, or every token is in (rounding can
-      // leave the whole sum a hair short of it).
-      if (cum >= target || all || static_cast<int64_t>(ids.size()) == finite) {
-        kept = cum;
-        break;
-      }
+      keep = NucleusSize(ids.size(), target, [&](size_t i) { return w[static_cast<size_t>(ids[i])]; }, &mass);
+      if (mass >= target || all) break;
     }
-    for (size_t i = 0; i < keep; ++i) {
-      const float p = static_cast<float>(w[static_cast<size_t>(ids[i])] / kept);
-      if (p > 0.0f) {
-        d.token.push_back(ids[i]);
-        d.prob.push_back(p);
-      }
-    }
-    if (d.token.empty()) {  // only zero weights kept: the best token alone
-      d.token.push_back(ids.front());
-      d.prob.push_back(1.0f);
-    }
+    for (size_t i = 0; i < keep; ++i) Add(&d, ids[i], w[static_cast<size_t>(ids[i])] / mass);
     return d;
   }
 
   // Top-k, or a +inf logit: few candidates, weights one by one in double.
-  std::vector<Token> ids;  // candidates (a finite or +inf logit), by logit when cut
+  std::vector<Token> ids;  // candidates, by logit when cut
   bool cut = params.top_p < 1.0f;
   if (params.top_k > 0) {
     // One more than k: whether top-k cuts anything.
@@ -155,7 +153,7 @@ Distribution MakeDistribution(const float* logits, int32_t n_vocab, const Sampli
     if (!cut) std::sort(ids.begin(), ids.end());  // token order
   } else {
     for (int32_t v = 0; v < n_vocab; ++v) {
-      if (Finite(logits[v]) > -std::numeric_limits<float>::infinity()) ids.push_back(v);
+      if (Candidate(logits[v])) ids.push_back(v);
     }
     if (cut) std::sort(ids.begin(), ids.end(), by_logit);
   }
@@ -168,18 +166,9 @@ Distribution MakeDistribution(const float* logits, int32_t n_vocab, const Sampli
   }
   size_t keep = ids.size();
   if (params.top_p < 1.0f) {  // ids are sorted by logit, hence by probability
-    double cum = 0;
-    for (keep = 0; keep < ids.size() && cum < target_p * total;) cum += w[keep++];
-    keep = std::max<size_t>(keep, 1);
-    total = std::accumulate(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(keep), 0.0);
+    keep = NucleusSize(ids.size(), target_p * total, [&](size_t i) { return w[i]; }, &total);
   }
-  for (size_t i = 0; i < keep; ++i) {
-    const float p = static_cast<float>(w[i] / total);
-    if (p > 0.0f) {
-      d.token.push_back(ids[i]);
-      d.prob.push_back(p);
-    }
-  }
+  for (size_t i = 0; i < keep; ++i) Add(&d, ids[i], w[i] / total);
   return d;
 }
 
