@@ -1033,6 +1033,33 @@ TEST(LearnedStateTest, SavedStateIsTheNextEnginesCappedPrior) {
   EXPECT_TRUE(LoadLearnedState(cfg.learned_state, first->key).has_value());
 }
 
+// graft learns from the candidates it cut as well as from those it verified
+// (graft/shadow.h): after requests on a machine where a second row costs 0.8 of a pass
+// (it cuts most of what it retrieves), its calibration holds more suffix trials than
+// it verified suffix nodes.
+TEST(LearnedStateTest, GraftLearnsFromTheCandidatesItCut) {
+  CpuLikeTinyPair pair("graft_learned_shadow");
+  WriteProfile(*pair.target, pair.draft.get(), pair.cfg, [](int32_t r) { return 50.0 + 40.0 * (r - 1); },
+               [](int32_t) { return 60.0; });
+  pair.cfg.learned_state = (pair.dir.path / "learned.json").string();
+  const std::vector<std::string> texts = SpecBenchPrompts(1);
+  ASSERT_GE(texts.size(), 4u);
+  const DecodeOptions graft{.method = Method::kGraft, .tree_budget = 16};
+  Engine engine(*pair.target, pair.draft.get(), pair.cfg);
+  int64_t verified = 0;
+  for (size_t k = 0; k < 4; ++k) {
+    const GenerateResult r = engine.Generate(pair.Request(texts[k], 64), graft);
+    verified += r.stats.per_source[static_cast<int>(Source::kRequest)].proposed;
+  }
+  ASSERT_TRUE(engine.SaveLearned());
+  const std::map<std::string, double> trials = SavedTrials(pair.cfg.learned_state);
+  ASSERT_GT(trials.count("suffix"), 0u);
+  printf("[shadow] suffix nodes verified %lld, suffix trials learnt %.0f\n", static_cast<long long>(verified),
+         trials.at("suffix"));
+  // Only tested nodes are trials: without the cut ones there would be at most as many.
+  EXPECT_GT(trials.at("suffix"), static_cast<double>(verified));
+}
+
 // The state decides the trees: with a state that has seen every source fail, graft
 // does not try them on a CPU-like machine (a second row costs a fifth of a pass more),
 // where a cold engine does; the tokens are the same either way.

@@ -6,6 +6,7 @@
 
 #include "engine/proposer.h"
 #include "graft/prune.h"
+#include "graft/shadow.h"
 
 namespace graft {
 namespace {
@@ -17,12 +18,14 @@ class GraftProposer final : public Proposer {
   void Begin(RequestState& rs) override {
     es_.request.Reset(rs.request.prompt);
     cost_ = rs.options.adaptive ? &es_.Costs(&rs.stats->t_calibrate_ms) : nullptr;
+    shadow_.Clear();
   }
 
   std::optional<DraftParams> Propose(RequestState& rs, const StepLimits& limits, TokenTree* tree) override {
     const DecodeOptions& o = rs.options;
     drafted_ = false;
     draft_ms_ = 0;
+    cut_ = TokenTree{};
     offered_ = false;
     alone_ = limits.load.rows == 0;
     bool skip_draft = false;
@@ -87,6 +90,9 @@ class GraftProposer final : public Proposer {
              const std::function<const float*(int32_t)>& logits) override {
     LearnNextTokens(es_, tree, vr, logits);
     if (drafted_ && cost_ != nullptr) ObserveDraftLevels(tree, vr);
+    if (!cut_.token.empty()) shadow_.Add(std::move(cut_), std::move(cut_skip_));
+    cut_ = TokenTree{};
+    shadow_.Commit(vr.CommittedTokens(tree), &es_.calibration);
   }
 
   void Commit(RequestState&, const VerifyResult& vr, const std::vector<Token>& emitted) override {
@@ -208,14 +214,28 @@ class GraftProposer final : public Proposer {
     keep.max_depth = 1 << 30;
     keep.max_nodes = n_best;
     std::vector<int32_t> kept;
-    *tree = Prune(*tree, keep, es_.calibration, &kept);
+    TokenTree full = *tree;
+    *tree = Prune(full, keep, es_.calibration, &kept);
     if (drafted_) es_.drafter->Remap(kept);
+    // What was cut is still learnt from, as the output settles it (graft/shadow.h;
+    // Learn hands it over once this tree is the one verified). Sampled, a drafted token
+    // is accepted with min(1, p/q), not with the p at which the output takes it: those
+    // are left out.
+    cut_skip_.assign(full.size(), 0);
+    for (int32_t k : kept) cut_skip_[k] = 1;
+    if (rs.request.sampling.temperature > 0.0f) {
+      for (int32_t i = 1; i < full.size(); ++i) cut_skip_[i] = cut_skip_[i] || full.source[i] == Source::kDraft;
+    }
+    cut_ = std::move(full);
   }
 
   EngineState& es_;
   const CostModel* cost_ = nullptr;  // null = fixed budget, always draft (--fixed-budget)
   DraftGate gate_;                    // lives for the engine: learns across requests
   Retrieval query_;
+  ShadowTrials shadow_;    // this request's cut candidates, learnt from as the output settles them
+  TokenTree cut_;          // this step's tree before KeepBestSize cut it (empty: nothing cut)
+  std::vector<uint8_t> cut_skip_;  // its nodes that were kept (ShadowTrials::Add's skip)
   bool drafted_ = false;   // this step's tree came from the drafter: commit its cache
   double draft_ms_ = 0;    // modelled draft cost of this step
   bool alone_ = true;      // this step's pass holds no other rows (StepLimits::load)
