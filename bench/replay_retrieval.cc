@@ -10,7 +10,11 @@
 // --by-copy groups the steps by how far the true continuation could have been copied
 // from the prompt and output so far, and shows what the retriever offered and what the
 // policy kept; --fresh starts every prompt with a fresh engine (calibration, history);
-// --trace ID prints every step of one prompt.
+// --trace ID prints every step of one prompt; --no-shadow learns from verified nodes
+// only, not from the cut ones (graft/shadow.h); --perfect replaces the policy by one
+// that knows the output: each step verifies the correct path of the retrieved trie to
+// the depth that the cost profile rates fastest (no miss, no wasted row), the ceiling
+// of any policy over these candidates on this profile.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -26,6 +30,7 @@
 #include "graft/graft.h"
 #include "graft/prune.h"
 #include "graft/retrieval_suffix.h"
+#include "graft/shadow.h"
 #include "graft/tree.h"
 #include "graft/verify.h"
 
@@ -85,6 +90,11 @@ struct Replayer {
   graft::HistoryIndex history{graft::HistoryOptions{}};
   CopyStats* copy = nullptr;  // --by-copy
   bool trace = false;          // print every step of this prompt
+  bool perfect = false;        // --perfect: the policy knows the output
+  bool shadow_on = true;       // learn from the candidates cut from each tree (--no-shadow: not)
+  graft::ShadowTrials shadow;
+  const std::vector<Token>* out_ = nullptr;  // this turn's recorded output, at out_pos_
+  size_t out_pos_ = 0;
   graft::CandidateTrie trie_;  // the last step's retrieved candidates
 
   // One turn: prompt, then the recorded output, step by step.
@@ -94,12 +104,15 @@ struct Replayer {
     graft::RequestRetriever request(retrieval, &history);
     request.Reset(prompt);
     calibration.BeginRequest();
+    shadow.Clear();
     std::vector<Token> committed = prompt;
     size_t i = 0;
     while (i < out.size()) {
       graft::TokenTree tree;
       tree.Reset(committed.back());
       const int32_t left = n_predict - static_cast<int32_t>(i);
+      out_ = &out;
+      out_pos_ = i;
       Propose(committed, &request, left > 0 ? left - 1 : 1 << 30, &tree);
       double expected = 0;  // sum of the kept nodes' calibrated path acceptance, before learning
       for (const double a : graft::PathAcceptance(tree, calibration)) expected += a;
@@ -136,12 +149,15 @@ struct Replayer {
       t->rows += tree.size();
       t->ms += cost.VerifyMs(tree.size());
       t->ar_ms += cost.VerifyMs(1) * static_cast<double>(emitted.size());
+      if (shadow_on) shadow.Commit(emitted, &calibration);
       request.Append(emitted);
       committed.insert(committed.end(), emitted.begin(), emitted.end());
       i += emitted.size();
     }
     history.AddOutput(out);
   }
+
+  void KeepCorrectPath(int32_t max_depth, graft::TokenTree* tree) const;
 
   // GraftProposer's retrieval-only path: the request index (merged with the history)
   // under the root, grafted by calibrated acceptance, then the best size by cost.
@@ -151,11 +167,16 @@ struct Replayer {
     const size_t from = committed.size() > 64 ? committed.size() - 64 : 0;
     request->Query(graft::TokenSpan(committed).subspan(from), budget - 1, &trie);
     if (trie.empty()) return;
+    if (perfect) {
+      KeepCorrectPath(std::min({budget - 1, 16, max_depth}), tree);
+      return;
+    }
     graft::GraftOptions go;
     go.min_accept_prob = 0.05f;
     go.max_depth = std::min(16, max_depth);
     graft::Graft(tree, 0, trie, graft::Source::kRequest, budget, calibration, go);
     if (tree->size() <= 1 || fixed) return;
+    const graft::TokenTree full = shadow_on ? *tree : graft::TokenTree{};
     const std::vector<double> acc = graft::PathAcceptance(*tree, calibration);
     std::vector<double> sorted(acc.begin() + 1, acc.end());
     std::stable_sort(sorted.begin(), sorted.end(), std::greater<>());
@@ -165,9 +186,34 @@ struct Replayer {
     keep.min_accept_prob = 0.0f;
     keep.max_depth = 1 << 30;
     keep.max_nodes = n_best;
-    *tree = graft::Prune(*tree, keep, calibration, nullptr);
+    std::vector<int32_t> kept;
+    *tree = graft::Prune(*tree, keep, calibration, &kept);
+    if (shadow_on) {
+      std::vector<uint8_t> verified(full.size(), 0);
+      for (int32_t k : kept) verified[k] = 1;
+      shadow.Add(full, std::move(verified));
+    }
   }
 };
+
+// --perfect: the trie's path that spells the recorded output, cut to the depth with the
+// most tokens per modelled ms (a pass over d + 1 rows yields d + 1 tokens).
+void Replayer::KeepCorrectPath(int32_t max_depth, graft::TokenTree* tree) const {
+  const int32_t correct = std::min(CorrectDepth(trie_, *out_, out_pos_), max_depth);
+  int32_t keep = 0;
+  double best = 1.0 / cost.VerifyMs(1);
+  for (int32_t d = 1; d <= correct; ++d) {
+    const double rate = (d + 1) / cost.VerifyMs(d + 1);
+    if (rate > best) best = rate, keep = d;
+  }
+  int32_t node = -1, at = 0;
+  for (int32_t d = 0; d < keep; ++d) {
+    int32_t next = 0;
+    while (trie_.parent[next] != node || trie_.token[next] != (*out_)[out_pos_ + d]) ++next;
+    node = next;
+    at = tree->Add(at, trie_.token[node], trie_.prob[node], graft::Source::kRequest);
+  }
+}
 
 std::vector<double> Curve(const json& j) {
   std::vector<double> v;
@@ -198,6 +244,8 @@ int Run(int argc, char** argv) {
   bool by_copy = false;
   bool cap_outputs = true;  // --no-cap: ignore the run's n_predict (as before 2026-12-02)
   bool fresh = false;  // every prompt starts with a fresh calibration and history
+  bool perfect = false;
+  bool shadow = true;  // ShadowTrials, as the engine (--no-shadow: verified nodes only, as before 2026-12-02)
   std::string trace;  // a prompt id whose steps are printed
   std::vector<std::string> files;
   for (int a = 1; a < argc; ++a) {
@@ -212,11 +260,13 @@ int Run(int argc, char** argv) {
     else if (arg == "--by-copy") by_copy = true;
     else if (arg == "--no-cap") cap_outputs = false;
     else if (arg == "--fresh") fresh = true;
+    else if (arg == "--perfect") perfect = true;
+    else if (arg == "--no-shadow") shadow = false;
     else if (arg == "--trace" && a + 1 < argc) trace = argv[++a];
     else files.push_back(arg);
   }
   if (profile.empty() || files.empty() || budget < 1 || budget > 256) {
-    std::fprintf(stderr, "usage: replay_retrieval --profile PROFILE.json [--budget N] [--fixed] [--scale-prior X] [--alpha X] [--explore X] [--by-copy] [--fresh] [--no-cap] [--trace PROMPT_ID] results.json...\n");
+    std::fprintf(stderr, "usage: replay_retrieval --profile PROFILE.json [--budget N] [--fixed] [--scale-prior X] [--alpha X] [--explore X] [--request-strength X] [--by-copy] [--fresh] [--no-cap] [--perfect] [--no-shadow] [--trace PROMPT_ID] results.json...\n");
     return 2;
   }
   json pj = ReadJson(profile);
@@ -226,6 +276,8 @@ int Run(int argc, char** argv) {
   r.retrieval.confidence_alpha = alpha;
   CopyStats copy;
   if (by_copy) r.copy = &copy;
+  r.perfect = perfect;
+  r.shadow_on = shadow;
   std::printf("%-28s %6s %6s %6s %8s\n", "prompt", "tokens", "tau", "rows", "speedup");
   Totals all;
   for (const std::string& f : files) {
