@@ -7,9 +7,9 @@ namespace graft {
 void ShadowTrials::Add(TokenTree tree, std::vector<uint8_t> skip) {
   if (tree.size() <= 1) return;
   skip.resize(tree.size(), 0);
-  bool unskip = false;
-  for (int32_t i = 1; i < tree.size() && !unskip; ++i) unskip = skip[i] == 0;
-  if (!unskip) return;  // RecordOutcome sees all of it
+  bool left = false;
+  for (int32_t i = 1; i < tree.size() && !left; ++i) left = skip[i] == 0;
+  if (!left) return;  // nothing to record
   if (pending_.size() >= kMaxPending) pending_.pop_front();
   pending_.push_back(Pending{std::move(tree), std::move(skip), 0});
 }
