@@ -197,6 +197,7 @@ class GraftProposer final : public Proposer {
 
   // Keeps the tree size that maximises expected tokens per ms of this step.
   void KeepBestSize(RequestState& rs, const StepLimits& limits, TokenTree* tree) {
+    cut_ = TokenTree{};  // the cut of the last tree sized is the verified tree's
     if (tree->size() <= 1) return;
     ScopedMs t(&rs.stats->t_graft_ms);
     const std::vector<double> acc = PathAcceptance(*tree, es_.calibration);
