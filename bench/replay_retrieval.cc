@@ -176,7 +176,6 @@ struct Replayer {
     go.max_depth = std::min(16, max_depth);
     graft::Graft(tree, 0, trie, graft::Source::kRequest, budget, calibration, go);
     if (tree->size() <= 1 || fixed) return;
-    const graft::TokenTree full = shadow_on ? *tree : graft::TokenTree{};
     const std::vector<double> acc = graft::PathAcceptance(*tree, calibration);
     std::vector<double> sorted(acc.begin() + 1, acc.end());
     std::stable_sort(sorted.begin(), sorted.end(), std::greater<>());
@@ -187,12 +186,9 @@ struct Replayer {
     keep.max_depth = 1 << 30;
     keep.max_nodes = n_best;
     std::vector<int32_t> kept;
-    *tree = graft::Prune(*tree, keep, calibration, &kept);
-    if (shadow_on) {
-      std::vector<uint8_t> verified(full.size(), 0);
-      for (int32_t k : kept) verified[k] = 1;
-      shadow.Add(full, std::move(verified));
-    }
+    graft::TokenTree pruned = graft::Prune(*tree, keep, calibration, &kept);
+    if (shadow_on) shadow.Add(std::move(*tree), kept, /*sampled=*/false);  // greedy replay
+    *tree = std::move(pruned);
   }
 };
 

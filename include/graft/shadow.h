@@ -33,10 +33,12 @@ class ShadowTrials {
   static constexpr size_t kMaxPending = 8;
 
   // The candidate tree of a step, rooted at the step's last committed token, before it
-  // was cut; `skip[i]` != 0 for nodes not to record: those that went into the pass
-  // (their outcome is RecordOutcome's) and any the caller leaves out (missing entries
-  // count as 0). Nodes of source kOracle are never recorded. O(n).
-  void Add(TokenTree tree, std::vector<uint8_t> skip);
+  // was cut; `verified` holds the indices in `tree` of the nodes that went into the pass
+  // (Prune's kept_index): their outcome is RecordOutcome's. Under `sampled`
+  // verification, draft nodes are not recorded either: a drafted token is accepted with
+  // min(1, p/q), not with the p at which the output takes it. Nor are kOracle nodes.
+  // O(n).
+  void Add(TokenTree tree, std::span<const int32_t> verified, bool sampled);
 
   // Tokens committed after the roots of the pending trees (a step's emitted tokens, in
   // order): records every resolved node that was not verified, and drops the trees

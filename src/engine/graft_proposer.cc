@@ -25,7 +25,6 @@ class GraftProposer final : public Proposer {
     const DecodeOptions& o = rs.options;
     drafted_ = false;
     draft_ms_ = 0;
-    cut_ = TokenTree{};
     offered_ = false;
     alone_ = limits.load.rows == 0;
     bool skip_draft = false;
@@ -86,11 +85,11 @@ class GraftProposer final : public Proposer {
     Done(rs, limits, tree);
   }
 
-  void Learn(RequestState&, const TokenTree& tree, const VerifyResult& vr,
+  void Learn(RequestState& rs, const TokenTree& tree, const VerifyResult& vr,
              const std::function<const float*(int32_t)>& logits) override {
     LearnNextTokens(es_, tree, vr, logits);
     if (drafted_ && cost_ != nullptr) ObserveDraftLevels(tree, vr);
-    if (!cut_.token.empty()) shadow_.Add(std::move(cut_), std::move(cut_skip_));
+    if (!cut_.token.empty()) shadow_.Add(std::move(cut_), cut_kept_, rs.request.sampling.temperature > 0.0f);
     cut_ = TokenTree{};
     shadow_.Commit(vr.CommittedTokens(tree), &es_.calibration);
   }
@@ -214,20 +213,12 @@ class GraftProposer final : public Proposer {
     keep.min_accept_prob = 0.0f;
     keep.max_depth = 1 << 30;
     keep.max_nodes = n_best;
-    std::vector<int32_t> kept;
-    TokenTree full = *tree;
-    *tree = Prune(full, keep, es_.calibration, &kept);
-    if (drafted_) es_.drafter->Remap(kept);
-    // What was cut is still learnt from, as the output settles it (graft/shadow.h;
-    // Learn hands it over once this tree is the one verified). Sampled, a drafted token
-    // is accepted with min(1, p/q), not with the p at which the output takes it: those
-    // are left out.
-    cut_skip_.assign(full.size(), 0);
-    for (int32_t k : kept) cut_skip_[k] = 1;
-    if (rs.request.sampling.temperature > 0.0f) {
-      for (int32_t i = 1; i < full.size(); ++i) cut_skip_[i] = cut_skip_[i] || full.source[i] == Source::kDraft;
-    }
-    cut_ = std::move(full);
+    TokenTree pruned = Prune(*tree, keep, es_.calibration, &cut_kept_);
+    if (drafted_) es_.drafter->Remap(cut_kept_);
+    // What was cut is still learnt from, as the output settles it (graft/shadow.h);
+    // Learn hands it over once this tree is the one verified.
+    if (rs.options.learn) cut_ = std::move(*tree);
+    *tree = std::move(pruned);
   }
 
   EngineState& es_;
@@ -236,7 +227,7 @@ class GraftProposer final : public Proposer {
   Retrieval query_;
   ShadowTrials shadow_;    // this request's cut candidates, learnt from as the output settles them
   TokenTree cut_;          // this step's tree before KeepBestSize cut it (empty: nothing cut)
-  std::vector<uint8_t> cut_skip_;  // its nodes that were kept (ShadowTrials::Add's skip)
+  std::vector<int32_t> cut_kept_;  // the indices in cut_ of the nodes kept (Prune's kept_index)
   bool drafted_ = false;   // this step's tree came from the drafter: commit its cache
   double draft_ms_ = 0;    // modelled draft cost of this step
   bool alone_ = true;      // this step's pass holds no other rows (StepLimits::load)

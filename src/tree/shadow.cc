@@ -4,11 +4,15 @@
 
 namespace graft {
 
-void ShadowTrials::Add(TokenTree tree, std::vector<uint8_t> skip) {
+void ShadowTrials::Add(TokenTree tree, std::span<const int32_t> verified, bool sampled) {
   if (tree.size() <= 1) return;
-  skip.resize(tree.size(), 0);
+  std::vector<uint8_t> skip(tree.size(), 0);
+  for (int32_t k : verified) skip[k] = 1;
   bool left = false;
-  for (int32_t i = 1; i < tree.size() && !left; ++i) left = skip[i] == 0;
+  for (int32_t i = 1; i < tree.size(); ++i) {
+    skip[i] = skip[i] || tree.source[i] == Source::kOracle || (sampled && tree.source[i] == Source::kDraft);
+    left = left || skip[i] == 0;
+  }
   if (!left) return;  // nothing to record
   if (pending_.size() >= kMaxPending) pending_.pop_front();
   pending_.push_back(Pending{std::move(tree), std::move(skip), 0});
@@ -27,9 +31,7 @@ void ShadowTrials::Commit(std::span<const Token> emitted, Calibration* calibrati
         any = true;
         const bool accepted = p.tree.token[c] == emitted[k];
         if (accepted) next = c;
-        if (p.skip[c] == 0 && p.tree.source[c] != Source::kOracle) {
-          calibration->Record(p.tree.source[c], p.tree.prob[c], p.tree.depth[c], accepted);
-        }
+        if (p.skip[c] == 0) calibration->Record(p.tree.source[c], p.tree.prob[c], p.tree.depth[c], accepted);
       }
       alive = any && next >= 0;
       p.at = next;
