@@ -19,6 +19,7 @@ class GraftProposer final : public Proposer {
     es_.request.Reset(rs.request.prompt);
     cost_ = rs.options.adaptive ? &es_.Costs(&rs.stats->t_calibrate_ms) : nullptr;
     shadow_.Clear();
+    cut_ = TokenTree{};  // a request that ended between Propose and Learn staged one
   }
 
   std::optional<DraftParams> Propose(RequestState& rs, const StepLimits& limits, TokenTree* tree) override {
