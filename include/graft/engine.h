@@ -83,6 +83,12 @@ struct DecodeOptions {
   // it raises modelled throughput (src/engine/cost_model.h). Deterministic: the same
   // request, seed and profile give the same tokens. false = fixed budget, always draft.
   bool adaptive = true;
+  // graft (adaptive): how far a request may fall behind plain decoding, as a fraction
+  // of plain decoding's modelled time for the tokens it emitted, plus `loss_grant`
+  // 1-row passes; a tree whose worst case (only its root's token accepted) would go
+  // past that is cut to what fits (LossBudget, src/engine/cost_model.h). < 0 = no bound.
+  double max_loss = 0.02;
+  double loss_grant = 2.0;
   bool learn = true;            // update history, next-token table and calibration
 };
 

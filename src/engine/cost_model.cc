@@ -46,6 +46,15 @@ int32_t CostModel::CheapestSizeFrom(int32_t n, int32_t max_n, int32_t other_rows
   return best;
 }
 
+int32_t LossBudget::MaxRows(const CostModel& cost, int32_t max_n, int32_t other_rows) const {
+  if (o_.allowance < 0) return std::max(1, max_n);
+  const double one = cost.VerifyMs(other_rows + 1);
+  const double room = o_.allowance * plain_ms_ + o_.grant * cost.VerifyMs(1) - excess_ms_;
+  int32_t n = 1;  // every size up to it fits: BestSize may pick any of them
+  while (n < max_n && cost.VerifyMs(other_rows + n + 1) - one <= room) ++n;
+  return n;
+}
+
 double CostModel::DraftCatchUpMs(int32_t rows) const {
   if (draft_ms_.size() < 2 || rows <= 1) return 0.0;
   const int32_t last = static_cast<int32_t>(draft_ms_.size()) - 1;

@@ -67,6 +67,56 @@ class CostModel {
   std::vector<double> draft_ms_;   // [sizes + 1] or empty
 };
 
+// How far one request may fall behind plain decoding (issue 9: never slower). Each
+// step's tree is a bet: if only its root's token is accepted, its extra rows are time
+// lost against a 1-row pass. The calibrated estimates are right on average over the
+// pooled requests but not per request: after a 4-7 token match, answers that restate a
+// phrase of the question went on with it for 1-3 tokens where summaries went on for 6-9,
+// and the same cells priced both. So a request bets only what it can afford: a tree of
+// n rows is allowed while its worst case keeps the request's modelled excess over plain
+// decoding within
+//   allowance * (plain time of the tokens emitted so far) + grant * (one 1-row pass)
+// (what the request has gained over plain decoding adds to it, what it lost comes off).
+// A request that emits T tokens then runs at >= 1 / (1 + allowance + grant / T) of plain
+// decoding's modelled speed (0.96 for T = 96 at the defaults), whatever its estimates
+// say; a request that copies gains room with every accepted token and is not held back.
+// Only the target's rows are capped: a drafted tree's draft passes are DraftGate's to
+// decide, and are counted in the excess once spent. Deterministic (modelled costs).
+struct LossBudgetOptions {
+  double allowance = 0.02;  // < 0: no bound
+  double grant = 2.0;       // in 1-row passes
+};
+
+class LossBudget {
+ public:
+  explicit LossBudget(const LossBudgetOptions& options = {}) : o_(options) {}
+
+  // Starts a request with no excess. O(1).
+  void Begin(const LossBudgetOptions& options) {
+    o_ = options;
+    excess_ms_ = 0;
+    plain_ms_ = 0;
+  }
+  // The largest n in [1, max_n] such that a pass over any m <= n rows, with
+  // `other_rows` more rows in it (BatchLoad), keeps the request within its budget even
+  // if it emits one token: excess + VerifyMs(other_rows + m) - VerifyMs(other_rows + 1)
+  // <= room. 1 when even 2 rows do not fit. O(max_n).
+  int32_t MaxRows(const CostModel& cost, int32_t max_n, int32_t other_rows) const;
+  // A step ended: it cost `step_ms` (modelled: its draft passes and its pass), and
+  // emitted `tokens` that plain decoding would have taken `plain_ms` each for. O(1).
+  void Observe(double step_ms, double plain_ms, int32_t tokens) {
+    excess_ms_ += step_ms - plain_ms * tokens;
+    plain_ms_ += plain_ms * tokens;
+  }
+  // Modelled ms this request spent beyond plain decoding (negative: ahead of it).
+  double excess_ms() const { return excess_ms_; }
+
+ private:
+  LossBudgetOptions o_;
+  double excess_ms_ = 0;  // sum of step_ms - plain_ms * tokens
+  double plain_ms_ = 0;   // sum of plain_ms * tokens
+};
+
 // Whether the draft model pays on this machine, decided per step between two arms:
 // "draft" and "retrieval only". The retrieval arm is never slower than plain decoding
 // (its tree shrinks to the root when nothing promises enough); the draft arm costs a

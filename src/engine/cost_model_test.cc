@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <vector>
 
 namespace graft {
@@ -122,6 +123,76 @@ CostModel XeonPair() {
 
 // A GPU-like pair: a pass costs the same up to 8 rows and a draft level a tenth of it.
 CostModel FlatPair() { return CostModel(std::vector<double>(9, 10.0), std::vector<double>(9, 1.0)); }
+
+// CpuCurve: 30 ms a row-1 pass, 10 ms a further row. Room = 0.02 * plain + 2 * 30 - excess.
+TEST(LossBudgetTest, BetsTheGrantFirstThenWhatTheRequestWonOrLost) {
+  CostModel m(CpuCurve(), {});
+  LossBudget b;
+  b.Begin({.allowance = 0.02, .grant = 2.0});
+  EXPECT_EQ(b.MaxRows(m, 16, 0), 7);  // 6 extra rows = 60 ms = the grant
+  b.Observe(m.VerifyMs(7), m.VerifyMs(1), 1);  // lost: only the root's token
+  EXPECT_DOUBLE_EQ(b.excess_ms(), 60.0);
+  EXPECT_EQ(b.MaxRows(m, 16, 0), 1);  // room 0.02 * 30 = 0.6 ms: not a row
+  b.Observe(m.VerifyMs(1), m.VerifyMs(1), 1);  // a 1-row pass loses nothing
+  EXPECT_DOUBLE_EQ(b.excess_ms(), 60.0);
+  b.Observe(m.VerifyMs(16), m.VerifyMs(1), 16);  // won: 16 tokens for 150 ms
+  EXPECT_DOUBLE_EQ(b.excess_ms(), 60.0 + 150.0 - 16 * 30.0);
+  // room = 0.02 * 18 * 30 + 60 + 270 = 340.8: 15 rows cost 140 more, 16 rows 120
+  EXPECT_EQ(b.MaxRows(m, 16, 0), 16);
+  EXPECT_EQ(b.MaxRows(m, 5, 0), 5);  // never past max_n
+  b.Begin({.allowance = 0.02, .grant = 2.0});  // a new request starts afresh
+  EXPECT_EQ(b.MaxRows(m, 16, 0), 7);
+}
+
+TEST(LossBudgetTest, EverySizeUpToTheBoundFitsAndNoBoundIsNone) {
+  // 2 rows cost 45 (15 more), 3 rows 100 (70 more), 4 rows 50 (20 more): with a grant
+  // of 20 ms, 4 rows would fit but 3 do not, and BestSize may pick any size up to the
+  // bound: the bound is 2.
+  CostModel m({0, 30.0, 45.0, 100.0, 50.0}, {});
+  LossBudget b;
+  b.Begin({.allowance = 0.0, .grant = 20.0 / 30.0});
+  EXPECT_EQ(b.MaxRows(m, 4, 0), 2);
+  b.Begin({.allowance = -1, .grant = 0});
+  b.Observe(1000.0, 30.0, 1);
+  EXPECT_EQ(b.MaxRows(m, 4, 0), 4);
+}
+
+TEST(LossBudgetTest, UnderLoadTheExtraRowsArePricedInTheSharedPass) {
+  CostModel m(CpuCurve(), {});
+  LossBudget b;
+  b.Begin({.allowance = 0.0, .grant = 1.0});  // 30 ms
+  EXPECT_EQ(b.MaxRows(m, 8, 0), 4);  // alone: 3 more rows cost 30 ms
+  // In a pass that already holds 12 rows, 13 cost 150 ms and 16 (a full row block)
+  // 150 as well; past 16 rows each costs 2.5 ms: 8 rows fit where 4 did alone.
+  EXPECT_EQ(b.MaxRows(m, 8, 12), 8);
+  EXPECT_EQ(b.MaxRows(m, 8, 8), 4);  // 9 + 3 rows: 30 ms more than 9
+}
+
+// The promise, against an adversary: every tree is as large as the budget allows and
+// only its root's token is accepted, or a random number of tokens, on random curves.
+// After every step the request's modelled time stays within
+// (1 + allowance) * plain + grant one-row passes.
+TEST(LossBudgetTest, ARequestNeverFallsFurtherBehindPlainDecodingThanItsBudget) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<double> ms = {0};
+    for (int n = 1; n <= 16; ++n) ms.push_back(ms.back() + std::uniform_real_distribution<double>(1, 40)(rng));
+    ms[16] = std::min(ms[16], ms[9]);  // a row block that costs less than smaller passes
+    const CostModel m(ms, {});
+    const LossBudgetOptions o{.allowance = trial % 3 * 0.02, .grant = trial % 4 * 1.0};
+    LossBudget b;
+    b.Begin(o);
+    double spent = 0, plain = 0;
+    for (int step = 0; step < 100; ++step) {
+      const int32_t n = b.MaxRows(m, 16, 0);
+      const int32_t tokens = trial % 2 ? 1 : std::uniform_int_distribution<int32_t>(1, n)(rng);
+      b.Observe(m.VerifyMs(n), m.VerifyMs(1), tokens);
+      spent += m.VerifyMs(n);
+      plain += tokens * m.VerifyMs(1);
+      ASSERT_LE(spent, (1 + o.allowance) * plain + o.grant * m.VerifyMs(1) + 1e-9) << trial << " " << step;
+    }
+  }
+}
 
 TEST(DraftGateTest, DraftRateIsTheBestChainDepthUnderTheCurves) {
   const CostModel c = FlatPair();

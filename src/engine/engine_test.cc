@@ -969,6 +969,44 @@ struct CpuLikeTinyPair {
   EngineConfig cfg{.n_ctx = 1024, .max_tree = 16};
 };
 
+// A graft request never falls further behind plain decoding than its loss budget
+// (DecodeOptions::max_loss, LossBudget): on a machine where each extra row costs 0.2
+// of a pass and a draft pass 20 (so the draft never runs), a cold engine's modelled
+// time (its passes priced by the profile) stays within (1 + max_loss) x plain +
+// loss_grant passes on every request, whatever its optimistic first estimates
+// promised. A tight budget (no allowance, half a pass) makes the check bite: without
+// it, graft goes past that bound.
+TEST(EngineTest, GraftStaysWithinItsLossBudget) {
+  CpuLikeTinyPair pair("graft_loss_budget");
+  const auto verify_ms = [](int32_t r) { return 50.0 + 10.0 * (r - 1); };
+  WriteProfile(*pair.target, pair.draft.get(), pair.cfg, verify_ms, [](int32_t) { return 1000.0; });
+  const std::vector<std::string> texts = SpecBenchPrompts(2);
+  ASSERT_GE(texts.size(), 8u);
+  // The worst request's modelled ms beyond the bound (<= 0: within it), and the rows verified.
+  const auto worst = [&](double max_loss, int64_t* rows) {
+    Engine engine(*pair.target, pair.draft.get(), pair.cfg);
+    const DecodeOptions o{.method = Method::kGraft, .tree_budget = 16, .max_loss = max_loss, .loss_grant = 0.5};
+    double over = -1e300;
+    for (size_t k = 0; k < 8; ++k) {
+      const GenerateResult r = engine.Generate(pair.Request(texts[k], 48), o);
+      EXPECT_EQ(r.stats.n_draft_steps, 0);  // drafted trees are DraftGate's to size, not the budget's
+      double ms = 0;
+      for (size_t n = 1; n < r.stats.pass_rows.size(); ++n) ms += r.stats.pass_rows[n] * verify_ms(static_cast<int32_t>(n));
+      const double bound = (1 + std::max(0.0, max_loss)) * r.stats.n_generated * verify_ms(1) + o.loss_grant * verify_ms(1);
+      over = std::max(over, ms - bound);
+      *rows += r.stats.nodes_verified;
+    }
+    return over;
+  };
+  int64_t rows_bounded = 0, rows_free = 0;
+  const double bounded = worst(0.0, &rows_bounded);
+  const double free = worst(-1, &rows_free);
+  printf("[loss budget] worst request past its bound: %.1f ms bounded (%lld rows), %.1f ms without (%lld rows)\n",
+         bounded, static_cast<long long>(rows_bounded), free, static_cast<long long>(rows_free));
+  EXPECT_LE(bounded, 1e-6);
+  EXPECT_GT(free, 0.0) << "this scenario no longer makes graft bet past the bound: the check above tests nothing";
+}
+
 // What an engine saves is what the next one starts from, weighed as a prior of at
 // most kLearnedPriorTrials per source; a group counts the prior its slots share once.
 TEST(LearnedStateTest, SavedStateIsTheNextEnginesCappedPrior) {

@@ -20,6 +20,7 @@ class GraftProposer final : public Proposer {
     cost_ = rs.options.adaptive ? &es_.Costs(&rs.stats->t_calibrate_ms) : nullptr;
     shadow_.Clear();
     cut_ = TokenTree{};  // a request that ended between Propose and Learn staged one
+    loss_.Begin(LossBudgetOptions{.allowance = rs.options.max_loss, .grant = rs.options.loss_grant});
   }
 
   std::optional<DraftParams> Propose(RequestState& rs, const StepLimits& limits, TokenTree* tree) override {
@@ -106,6 +107,10 @@ class GraftProposer final : public Proposer {
     if (cost_ != nullptr && !drafted_ && alone_) {
       gate_.ObserveRetrieval(static_cast<int32_t>(emitted.size()), cost_->VerifyMs(tree_size_));
     }
+    if (cost_ != nullptr) {
+      loss_.Observe(draft_ms_ + cost_->VerifyMs(load_rows_ + tree_size_), cost_->VerifyMs(load_rows_ + 1),
+                    static_cast<int32_t>(emitted.size()));
+    }
   }
 
  private:
@@ -176,6 +181,7 @@ class GraftProposer final : public Proposer {
   void Done(RequestState& rs, const StepLimits& limits, TokenTree* tree) {
     if (cost_ != nullptr) KeepBestSize(rs, limits, tree);
     tree_size_ = tree->size();
+    load_rows_ = limits.load.rows;
   }
 
   // The root and the `n` kept nodes most likely to be accepted, most likely first.
@@ -203,7 +209,10 @@ class GraftProposer final : public Proposer {
     const std::vector<double> acc = PathAcceptance(*tree, es_.calibration);
     std::vector<double> sorted(acc.begin() + 1, acc.end());
     std::stable_sort(sorted.begin(), sorted.end(), std::greater<>());
-    int32_t n_best = cost_->BestSize(sorted, draft_ms_, limits.budget, limits.load);
+    // A retrieval-only tree bets no more than the request can afford to lose (LossBudget);
+    // a drafted one was paid for when DraftGate chose to draft.
+    const int32_t max_n = drafted_ ? limits.budget : loss_.MaxRows(*cost_, limits.budget, limits.load.rows);
+    int32_t n_best = cost_->BestSize(sorted, draft_ms_, max_n, limits.load);
     // A larger pass that costs less (a full row block) is free room: fill it with the
     // next-best candidates, the ones retrieval held back below the acceptance floor.
     const int32_t pad = cost_->CheapestSizeFrom(n_best, limits.budget, limits.load.rows);
@@ -226,6 +235,7 @@ class GraftProposer final : public Proposer {
   const CostModel* cost_ = nullptr;  // null = fixed budget, always draft (--fixed-budget)
   DraftGate gate_;                    // lives for the engine: learns across requests
   Retrieval query_;
+  LossBudget loss_;        // this request's modelled time beyond plain decoding, and what it may bet
   ShadowTrials shadow_;    // this request's cut candidates, learnt from as the output settles them
   TokenTree cut_;          // this step's tree before KeepBestSize cut it (empty: nothing cut)
   std::vector<int32_t> cut_kept_;  // the indices in cut_ of the nodes kept (Prune's kept_index)
@@ -236,6 +246,7 @@ class GraftProposer final : public Proposer {
   DraftOffer offer_;
   TokenTree fallback_;
   int32_t tree_size_ = 1;  // nodes verified this step
+  int32_t load_rows_ = 0;  // rows of other requests in this step's pass
 };
 
 }  // namespace

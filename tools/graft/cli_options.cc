@@ -62,6 +62,10 @@ void DecodeFlags::Add(CLI::App* app) {
   app->add_option("--prune-p-min", prune_p_min, "pruned/graft: drop nodes whose calibrated acceptance is below");
   app->add_option("--skip-draft-gain", skip_draft_gain,
                   "graft: skip the draft model when retrieval alone expects this many accepted tokens (0 = never)");
+  app->add_option("--max-loss", max_loss,
+                  "graft: how far a request may fall behind plain decoding, as a fraction of its modelled time "
+                  "(plus two 1-row passes); trees that could lose more are cut (-1 = no bound)")
+      ->check(CLI::Range(-1.0, 10.0));
   app->add_flag("--fixed-budget", fixed_budget,
                 "graft: always verify up to --tree-budget nodes and always draft (no cost model)");
   app->add_option("--temp", temp, "sampling temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
@@ -84,6 +88,7 @@ DecodeOptions DecodeFlags::ToOptions(bool has_draft) const {
   o.draft_frontier = draft_frontier;
   o.prune.min_accept_prob = prune_p_min;
   o.skip_draft_gain = skip_draft_gain;
+  o.max_loss = max_loss;
   o.adaptive = !fixed_budget;
   return o;
 }

@@ -39,6 +39,7 @@ struct DecodeFlags {
   int32_t draft_frontier = 4;
   float prune_p_min = 0.05f;
   float skip_draft_gain = 2.0f;
+  double max_loss = 0.02;  // DecodeOptions::max_loss
   bool fixed_budget = false;
   float temp = 0.0f;
   int32_t top_k = 0;
