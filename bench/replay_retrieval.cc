@@ -14,7 +14,8 @@
 // only, not from the cut ones (graft/shadow.h); --perfect replaces the policy by one
 // that knows the output: each step verifies the correct path of the retrieved trie to
 // the depth that the cost profile rates fastest (no miss, no wasted row), the ceiling
-// of any policy over these candidates on this profile.
+// of any policy over these candidates on this profile. --max-loss and --loss-grant set
+// the loss budget (LossBudget, src/engine/cost_model.h; -1 = none).
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -96,6 +97,8 @@ struct Replayer {
   const std::vector<Token>* out_ = nullptr;  // this turn's recorded output, at out_pos_
   size_t out_pos_ = 0;
   graft::CandidateTrie trie_;  // the last step's retrieved candidates
+  graft::LossBudgetOptions loss_options;  // the engine's DecodeOptions::max_loss, loss_grant
+  graft::LossBudget loss;
 
   // One turn: prompt, then the recorded output, step by step.
   // `n_predict`: the run's cap on new tokens. An output that reached it was cut there,
@@ -105,6 +108,7 @@ struct Replayer {
     request.Reset(prompt);
     calibration.BeginRequest();
     shadow.Clear();
+    loss.Begin(loss_options);
     std::vector<Token> committed = prompt;
     size_t i = 0;
     while (i < out.size()) {
@@ -148,6 +152,7 @@ struct Replayer {
       t->passes += 1;
       t->rows += tree.size();
       t->ms += cost.VerifyMs(tree.size());
+      loss.Observe(cost.VerifyMs(tree.size()), cost.VerifyMs(1), static_cast<int32_t>(emitted.size()));
       t->ar_ms += cost.VerifyMs(1) * static_cast<double>(emitted.size());
       if (shadow_on) shadow.Commit(emitted, &calibration);
       request.Append(emitted);
@@ -179,7 +184,7 @@ struct Replayer {
     const std::vector<double> acc = graft::PathAcceptance(*tree, calibration);
     std::vector<double> sorted(acc.begin() + 1, acc.end());
     std::stable_sort(sorted.begin(), sorted.end(), std::greater<>());
-    const int32_t n_best = cost.BestSize(sorted, 0, budget);
+    const int32_t n_best = cost.BestSize(sorted, 0, loss.MaxRows(cost, budget, 0));
     if (n_best >= tree->size()) return;
     graft::PruneOptions keep;
     keep.min_accept_prob = 0.0f;
@@ -241,6 +246,7 @@ int Run(int argc, char** argv) {
   bool cap_outputs = true;  // --no-cap: ignore the run's n_predict (as before 2026-12-02)
   bool fresh = false;  // every prompt starts with a fresh calibration and history
   bool perfect = false;
+  graft::LossBudgetOptions loss;  // the engine's defaults (--max-loss -1: no bound, as before 2026-12-03)
   bool shadow = true;  // ShadowTrials, as the engine (--no-shadow: verified nodes only, as before 2026-12-02)
   std::string trace;  // a prompt id whose steps are printed
   std::vector<std::string> files;
@@ -258,11 +264,13 @@ int Run(int argc, char** argv) {
     else if (arg == "--fresh") fresh = true;
     else if (arg == "--perfect") perfect = true;
     else if (arg == "--no-shadow") shadow = false;
+    else if (arg == "--max-loss" && a + 1 < argc) loss.allowance = std::stod(argv[++a]);
+    else if (arg == "--loss-grant" && a + 1 < argc) loss.grant = std::stod(argv[++a]);
     else if (arg == "--trace" && a + 1 < argc) trace = argv[++a];
     else files.push_back(arg);
   }
   if (profile.empty() || files.empty() || budget < 1 || budget > 256) {
-    std::fprintf(stderr, "usage: replay_retrieval --profile PROFILE.json [--budget N] [--fixed] [--scale-prior X] [--alpha X] [--explore X] [--request-strength X] [--by-copy] [--fresh] [--no-cap] [--perfect] [--no-shadow] [--trace PROMPT_ID] results.json...\n");
+    std::fprintf(stderr, "usage: replay_retrieval --profile PROFILE.json [--budget N] [--fixed] [--scale-prior X] [--alpha X] [--explore X] [--request-strength X] [--by-copy] [--fresh] [--no-cap] [--perfect] [--no-shadow] [--max-loss X] [--loss-grant X] [--trace PROMPT_ID] results.json...\n");
     return 2;
   }
   json pj = ReadJson(profile);
@@ -274,6 +282,7 @@ int Run(int argc, char** argv) {
   if (by_copy) r.copy = &copy;
   r.perfect = perfect;
   r.shadow_on = shadow;
+  r.loss_options = loss;
   std::printf("%-28s %6s %6s %6s %8s\n", "prompt", "tokens", "tau", "rows", "speedup");
   Totals all;
   for (const std::string& f : files) {
