@@ -74,7 +74,12 @@ struct CurveSampler {
 // the machine (a neighbour on a shared VM; these machines drift by 1.5x over minutes)
 // lands on one sample of many sizes, which the median drops, rather than on every
 // sample of a few sizes (a bent curve, cached for good), and the target and draft
-// curves see the same machine.
+// curves see the same machine. With several curves, each curve's sizes in a round
+// follow one untimed 1-row pass of it: llama.cpp's CPU threads spin for a while after
+// a pass, and the first pass of one model after the other's shared the 2 cores with
+// the other's spinning threads (measured on a 2-core EPYC: the target's 1-row pass
+// 56-63 ms against 44-46 in plain decoding, the draft's 38 against 28; the other
+// sizes were unaffected). Profiles measured so are priced as decoding runs.
 std::vector<std::vector<double>> MedianCurves(const std::vector<CurveSampler>& curves, int32_t repeats);
 
 // Writes `profile` atomically (temporary file, then rename) to CostProfilePath.

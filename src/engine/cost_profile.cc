@@ -22,7 +22,9 @@ namespace graft {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr int kProfileVersion = 1;
+// 2: each curve's passes follow a settling pass (MedianCurves); version 1 priced the
+// first size of each curve too dear, so such profiles are measured again.
+constexpr int kProfileVersion = 2;
 
 std::string CpuName() {
   std::ifstream in("/proc/cpuinfo");
@@ -157,6 +159,7 @@ std::vector<std::vector<double>> MedianCurves(const std::vector<CurveSampler>& c
   for (size_t c = 0; c < curves.size(); ++c) samples[c].resize(std::max(0, curves[c].max_rows) + 1);
   for (int32_t r = 0; r < std::max(1, repeats); ++r) {
     for (size_t c = 0; c < curves.size(); ++c) {
+      if (curves.size() > 1 && curves[c].max_rows >= 1) curves[c].time_pass(1);  // settling pass, not timed
       for (int32_t n = 1; n <= curves[c].max_rows; ++n) samples[c][n].push_back(curves[c].time_pass(n));
     }
   }
