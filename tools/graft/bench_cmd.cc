@@ -285,6 +285,7 @@ int RunBench(BenchFlags f) {
                    {"draft_max", f.decode.draft_max}, {"draft_min", f.decode.draft_min},
                    {"draft_p_min", f.decode.draft_p_min}, {"draft_topk", f.decode.draft_topk},
                    {"draft_frontier", f.decode.draft_frontier}, {"prune_p_min", f.decode.prune_p_min},
+                   {"max_loss", f.decode.max_loss},
                    {"top_k", f.decode.top_k}, {"top_p", f.decode.top_p}, {"seed", f.decode.seed}};
 
   fprintf(stderr, "bench: %zu prompts (%zu categories) x %zu configurations x %d reps -> %s\n", prompts.size(),
@@ -409,6 +410,10 @@ void AddBenchCommand(CLI::App& app, std::function<int()>* run) {
   sub->add_option("--draft-topk", f.decode.draft_topk, "tree: children per expanded draft node");
   sub->add_option("--draft-frontier", f.decode.draft_frontier, "tree: draft nodes expanded per level");
   sub->add_option("--prune-p-min", f.decode.prune_p_min, "pruned/graft: drop nodes whose calibrated acceptance is below");
+  sub->add_option("--max-loss", f.decode.max_loss,
+                  "graft: how far a request may fall behind plain decoding, as a fraction of its modelled time "
+                  "(plus two 1-row passes; -1 = no bound)")
+      ->check(CLI::Range(-1.0, 10.0));
   sub->add_option("--top-k", f.decode.top_k, "top-k sampling at temperature > 0 (0 = off)");
   sub->add_option("--top-p", f.decode.top_p, "top-p sampling at temperature > 0 (1 = off)");
   sub->add_option("-s,--seed", f.decode.seed, "random seed (varied per prompt, equal across methods)");
