@@ -1,0 +1,17 @@
+#!/bin/bash
+# The measured A/B of README.md: the same build, with the loss budget (the default) and
+# without (--max-loss -1), on the 24 held-out Spec-Bench prompts of
+# ../../bench-2026-12-02-shadow (4 per category, none in the replay's traces, shuffled),
+# cold engines, alternating, one run at a time on an otherwise quiet machine.
+set -e
+mkdir -p /tmp/lb
+build/graft tune --if-missing
+run() {
+  build/graft bench --dataset docs/bench-2026-12-02-shadow/hold24-prompts.jsonl --prompt-field turns \
+    --category-field category --id-field question_id --methods ar,graft -n 96 --max-prompt-tokens 384 \
+    --no-plots "${@:2}" -o "$1"
+}
+run /tmp/lb/budget1
+run /tmp/lb/free1 --max-loss -1
+run /tmp/lb/budget2
+run /tmp/lb/free2 --max-loss -1
