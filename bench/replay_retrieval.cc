@@ -28,6 +28,7 @@
 
 #include "engine/cost_model.h"
 #include "graft/calibration.h"
+#include "graft/engine.h"
 #include "graft/graft.h"
 #include "graft/prune.h"
 #include "graft/retrieval_suffix.h"
@@ -246,7 +247,8 @@ int Run(int argc, char** argv) {
   bool cap_outputs = true;  // --no-cap: ignore the run's n_predict (as before 2026-12-02)
   bool fresh = false;  // every prompt starts with a fresh calibration and history
   bool perfect = false;
-  graft::LossBudgetOptions loss;  // the engine's defaults (--max-loss -1: no bound, as before 2026-12-03)
+  // The engine's defaults (--max-loss -1: no bound, as before 2026-12-03).
+  graft::LossBudgetOptions loss{.allowance = graft::DecodeOptions{}.max_loss, .grant = graft::DecodeOptions{}.loss_grant};
   bool shadow = true;  // ShadowTrials, as the engine (--no-shadow: verified nodes only, as before 2026-12-02)
   std::string trace;  // a prompt id whose steps are printed
   std::vector<std::string> files;

@@ -82,15 +82,14 @@ class CostModel {
 // say; a request that copies gains room with every accepted token and is not held back.
 // Only the target's rows are capped: a drafted tree's draft passes are DraftGate's to
 // decide, and are counted in the excess once spent. Deterministic (modelled costs).
+// The defaults are DecodeOptions::max_loss and loss_grant; these are "no bound".
 struct LossBudgetOptions {
-  double allowance = 0.02;  // < 0: no bound
-  double grant = 2.0;       // in 1-row passes
+  double allowance = -1;  // < 0: no bound
+  double grant = 0;       // in 1-row passes
 };
 
 class LossBudget {
  public:
-  explicit LossBudget(const LossBudgetOptions& options = {}) : o_(options) {}
-
   // Starts a request with no excess. O(1).
   void Begin(const LossBudgetOptions& options) {
     o_ = options;

@@ -410,10 +410,7 @@ void AddBenchCommand(CLI::App& app, std::function<int()>* run) {
   sub->add_option("--draft-topk", f.decode.draft_topk, "tree: children per expanded draft node");
   sub->add_option("--draft-frontier", f.decode.draft_frontier, "tree: draft nodes expanded per level");
   sub->add_option("--prune-p-min", f.decode.prune_p_min, "pruned/graft: drop nodes whose calibrated acceptance is below");
-  sub->add_option("--max-loss", f.decode.max_loss,
-                  "graft: how far a request may fall behind plain decoding, as a fraction of its modelled time "
-                  "(plus two 1-row passes; -1 = no bound)")
-      ->check(CLI::Range(-1.0, 10.0));
+  AddMaxLossOption(sub, &f.decode.max_loss);
   sub->add_option("--top-k", f.decode.top_k, "top-k sampling at temperature > 0 (0 = off)");
   sub->add_option("--top-p", f.decode.top_p, "top-p sampling at temperature > 0 (1 = off)");
   sub->add_option("-s,--seed", f.decode.seed, "random seed (varied per prompt, equal across methods)");

@@ -46,6 +46,14 @@ std::string LearnedFlags::PathFor(const ModelFlags& models, const Model& target,
   return path.empty() ? LearnedStatePath(LearnedStateKey(target, draft), models.profile_dir) : path;
 }
 
+CLI::Option* AddMaxLossOption(CLI::App* app, double* max_loss) {
+  return app
+      ->add_option("--max-loss", *max_loss,
+                   "graft: how far a request may fall behind plain decoding, as a fraction of its modelled time "
+                   "(plus two 1-row passes); trees that could lose more are cut (-1 = no bound)")
+      ->check(CLI::Range(-1.0, 10.0));
+}
+
 void DecodeFlags::Add(CLI::App* app) {
   app->add_option("--method", method,
                   "ar | chain | tree | pruned | pld | suffix | rest | recycle | graft "
@@ -62,10 +70,7 @@ void DecodeFlags::Add(CLI::App* app) {
   app->add_option("--prune-p-min", prune_p_min, "pruned/graft: drop nodes whose calibrated acceptance is below");
   app->add_option("--skip-draft-gain", skip_draft_gain,
                   "graft: skip the draft model when retrieval alone expects this many accepted tokens (0 = never)");
-  app->add_option("--max-loss", max_loss,
-                  "graft: how far a request may fall behind plain decoding, as a fraction of its modelled time "
-                  "(plus two 1-row passes); trees that could lose more are cut (-1 = no bound)")
-      ->check(CLI::Range(-1.0, 10.0));
+  AddMaxLossOption(app, &max_loss);
   app->add_flag("--fixed-budget", fixed_budget,
                 "graft: always verify up to --tree-budget nodes and always draft (no cost model)");
   app->add_option("--temp", temp, "sampling temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));

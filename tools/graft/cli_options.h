@@ -29,6 +29,9 @@ struct ModelFlags {
   void Add(CLI::App* app);
 };
 
+// --max-loss (DecodeOptions::max_loss), for DecodeFlags and graft bench's own knobs.
+CLI::Option* AddMaxLossOption(CLI::App* app, double* max_loss);
+
 struct DecodeFlags {
   std::string method;  // "" = graft with a draft model, else ar
   int32_t tree_budget = 16;
@@ -39,7 +42,7 @@ struct DecodeFlags {
   int32_t draft_frontier = 4;
   float prune_p_min = 0.05f;
   float skip_draft_gain = 2.0f;
-  double max_loss = 0.02;  // DecodeOptions::max_loss
+  double max_loss = DecodeOptions{}.max_loss;
   bool fixed_budget = false;
   float temp = 0.0f;
   int32_t top_k = 0;
