@@ -15,7 +15,9 @@
 // that knows the output: each step verifies the correct path of the retrieved trie to
 // the depth that the cost profile rates fastest (no miss, no wasted row), the ceiling
 // of any policy over these candidates on this profile. --max-loss and --loss-grant set
-// the loss budget (LossBudget, src/engine/cost_model.h; -1 = none).
+// the loss budget (LossBudget, src/engine/cost_model.h; -1 = none). A profile timed at
+// a second, longer prefix (version 3) prices every step at its context (ContextCost);
+// --no-context keeps the policy's decisions at the profile's prefix, the price not.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -27,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/cost_model.h"
+#include "graft/cost_profile.h"
 #include "graft/calibration.h"
 #include "graft/engine.h"
 #include "graft/graft.h"
@@ -84,7 +87,9 @@ int32_t CopyablePrefix(const std::vector<Token>& text, const std::vector<Token>&
 }
 
 struct Replayer {
-  graft::CostModel cost;
+  graft::CostModel cost;   // the policy's: at each step's context unless --no-context
+  graft::CostModel price;  // what each pass costs: always at its step's context
+  bool context_decisions = true;
   int32_t budget = 16;
   bool fixed = false;  // keep every grafted node (no cost-based size)
   graft::Calibration calibration;
@@ -118,6 +123,8 @@ struct Replayer {
       const int32_t left = n_predict - static_cast<int32_t>(i);
       out_ = &out;
       out_pos_ = i;
+      price.SetContext(static_cast<int32_t>(committed.size()));
+      if (context_decisions) cost.SetContext(static_cast<int32_t>(committed.size()));
       Propose(committed, &request, left > 0 ? left - 1 : 1 << 30, &tree);
       double expected = 0;  // sum of the kept nodes' calibrated path acceptance, before learning
       for (const double a : graft::PathAcceptance(tree, calibration)) expected += a;
@@ -152,9 +159,9 @@ struct Replayer {
       t->tokens += static_cast<int64_t>(emitted.size());
       t->passes += 1;
       t->rows += tree.size();
-      t->ms += cost.VerifyMs(tree.size());
+      t->ms += price.VerifyMs(tree.size());
       loss.Observe(cost.VerifyMs(tree.size()), cost.VerifyMs(1), static_cast<int32_t>(emitted.size()));
-      t->ar_ms += cost.VerifyMs(1) * static_cast<double>(emitted.size());
+      t->ar_ms += price.VerifyMs(1) * static_cast<double>(emitted.size());
       if (shadow_on) shadow.Commit(emitted, &calibration);
       request.Append(emitted);
       committed.insert(committed.end(), emitted.begin(), emitted.end());
@@ -217,10 +224,15 @@ void Replayer::KeepCorrectPath(int32_t max_depth, graft::TokenTree* tree) const 
   }
 }
 
-std::vector<double> Curve(const json& j) {
-  std::vector<double> v;
-  for (const auto& x : j) v.push_back(x.get<double>());
-  return v;
+// A profile's target curves (graft tune's JSON; draft curves are not replayed), its
+// long-prefix curve when it has one.
+graft::CostModel ReadCosts(const json& j) {
+  graft::CostProfile p;
+  p.verify_ms = j.at("verify_ms").get<std::vector<double>>();
+  p.prefix = j.value("prefix", 0);
+  p.long_prefix = j.value("long_prefix", 0);
+  if (j.contains("verify_ms_long")) p.verify_ms_long = j.at("verify_ms_long").get<std::vector<double>>();
+  return graft::CostModel::Of(p);
 }
 
 json ReadJson(const std::string& path) {
@@ -249,6 +261,7 @@ int Run(int argc, char** argv) {
   bool perfect = false;
   // The engine's defaults (--max-loss -1: no bound, as before 2026-12-03).
   graft::LossBudgetOptions loss{.allowance = graft::DecodeOptions{}.max_loss, .grant = graft::DecodeOptions{}.loss_grant};
+  bool context = true;  // the policy prices passes at their context (--no-context: at the profile's prefix)
   bool shadow = true;  // ShadowTrials, as the engine (--no-shadow: verified nodes only, as before 2026-12-02)
   std::string trace;  // a prompt id whose steps are printed
   std::vector<std::string> files;
@@ -266,17 +279,18 @@ int Run(int argc, char** argv) {
     else if (arg == "--fresh") fresh = true;
     else if (arg == "--perfect") perfect = true;
     else if (arg == "--no-shadow") shadow = false;
+    else if (arg == "--no-context") context = false;
     else if (arg == "--max-loss" && a + 1 < argc) loss.allowance = std::stod(argv[++a]);
     else if (arg == "--loss-grant" && a + 1 < argc) loss.grant = std::stod(argv[++a]);
     else if (arg == "--trace" && a + 1 < argc) trace = argv[++a];
     else files.push_back(arg);
   }
   if (profile.empty() || files.empty() || budget < 1 || budget > 256) {
-    std::fprintf(stderr, "usage: replay_retrieval --profile PROFILE.json [--budget N] [--fixed] [--scale-prior X] [--alpha X] [--explore X] [--request-strength X] [--by-copy] [--fresh] [--no-cap] [--perfect] [--no-shadow] [--max-loss X] [--loss-grant X] [--trace PROMPT_ID] results.json...\n");
+    std::fprintf(stderr, "usage: replay_retrieval --profile PROFILE.json [--budget N] [--fixed] [--scale-prior X] [--alpha X] [--explore X] [--request-strength X] [--by-copy] [--fresh] [--no-cap] [--perfect] [--no-shadow] [--no-context] [--max-loss X] [--loss-grant X] [--trace PROMPT_ID] results.json...\n");
     return 2;
   }
   json pj = ReadJson(profile);
-  Replayer r{graft::CostModel(Curve(pj.at("verify_ms")), {}), budget, fixed,
+  Replayer r{ReadCosts(pj), ReadCosts(pj), context, budget, fixed,
               graft::Calibration(graft::CalibrationOptions{.source_scale_prior = scale_prior, .explore_strength = explore,
                                                        .request_strength = request_strength})};
   r.retrieval.confidence_alpha = alpha;

@@ -23,6 +23,9 @@ struct CostProfileOptions {
   int32_t max_rows = 32;     // largest target pass measured (N = 1..max_rows)
   int32_t max_draft_rows = 8;  // largest draft pass measured
   int32_t prefix = 256;      // tokens already in the cache when a pass is timed
+  // A second, longer cache: some sizes are timed there too, to price how passes grow
+  // with the context (ContextCost in engine/cost_model.h). 0 = not measured.
+  int32_t long_prefix = 1536;
   int32_t repeats = 3;       // passes per size; the median is kept
   // Cache folder; "" = $GRAFT_PROFILE_DIR, else $HOME/.cache/graft/profiles.
   std::string dir;
@@ -35,6 +38,10 @@ struct CostProfile {
   std::string key;
   std::vector<double> verify_ms;  // [max_rows + 1]; [n] = one target pass over n rows; [0] = 0
   std::vector<double> draft_ms;   // [max_draft_rows + 1]; draft passes; empty without a draft
+  int32_t prefix = 0;             // tokens in the cache when verify_ms and draft_ms were timed
+  // The same at `long_prefix` tokens (0 = none), for some sizes: [n] = 0 where not timed.
+  int32_t long_prefix = 0;
+  std::vector<double> verify_ms_long, draft_ms_long;
   std::string measured_at;        // ISO date of the measurement
 };
 
@@ -66,10 +73,11 @@ CostProfile MeasureCostProfile(const Model& target, const Model* draft, const Co
 struct CurveSampler {
   int32_t max_rows = 0;
   std::function<double(int32_t n)> time_pass;
+  std::vector<int32_t> sizes;  // the sizes to time, ascending, each in 1..max_rows; empty = every one
 };
 
-// The median of `repeats` timings of every size 1..max_rows of every curve, rounded
-// to 1 us and at least 1 us; result[c][n] for curves[c], [0] = 0. The timings are
+// The median of `repeats` timings of every size of every curve, rounded to 1 us and
+// at least 1 us; result[c][n] for curves[c] (size max_rows + 1), 0 where n was not timed. The timings are
 // taken in rounds, each round every size of every curve once, so that a slow spell of
 // the machine (a neighbour on a shared VM; these machines drift by 1.5x over minutes)
 // lands on one sample of many sizes, which the median drops, rather than on every

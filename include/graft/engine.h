@@ -130,6 +130,9 @@ struct GenerationStats {
   // n_draft_passes; a catch-up counts its tokens). Priced by a cost profile they give
   // what the run would cost on a steady machine (graft bench's modelled speedup).
   std::vector<int32_t> pass_rows, draft_pass_rows;
+  // Sums over target passes of the request's tokens L when the pass ran, and of rows
+  // x L: with pass_rows they price each pass at its context (ContextCost is linear).
+  double pass_context = 0, pass_row_context = 0;
   std::string stop_reason;  // "eog", "length", "cancelled", "context"
 
   // Sums every count and time of `other` into this (stop_reason: other's).

@@ -49,7 +49,7 @@ struct PreparedPrompt {
 
 double ModelledMs(const GenerationStats& st, const CostModel& costs) {
   double ms = 0;
-  for (size_t n = 1; n < st.pass_rows.size(); ++n) ms += st.pass_rows[n] * costs.VerifyMs(static_cast<int32_t>(n));
+  ms += costs.VerifyPassesMs(st.pass_rows, st.pass_context, st.pass_row_context);
   for (size_t n = 1; n < st.draft_pass_rows.size(); ++n) {
     ms += st.draft_pass_rows[n] * costs.DraftMs(static_cast<int32_t>(n));
   }
@@ -401,7 +401,7 @@ RunStatus Harness::Run(const std::vector<BenchPrompt>& prompts, const HarnessCal
     po.n_threads = o.n_threads;
     po.max_rows = std::min(impl.max_budget, 32);
     CostProfile p = LoadOrMeasureCostProfile(target_, draft_, po);
-    costs.emplace(std::move(p.verify_ms), std::move(p.draft_ms));
+    costs.emplace(CostModel::Of(p));
     impl.costs = &*costs;
   } catch (const std::exception& e) {
     fprintf(stderr, "bench: warning: no cost profile (%s); modelled speedups are left out\n", e.what());

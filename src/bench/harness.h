@@ -85,9 +85,10 @@ struct HarnessOptions {
   double peer_timeout_s = 900;    // per tool invocation
 };
 
-// ms the row's passes cost on `costs`: every target pass at VerifyMs(its rows), every
-// draft pass at DraftMs(its rows) (GenerationStats::pass_rows, draft_pass_rows). 0 for
-// a row without passes (a peer's). O(histogram size).
+// ms the row's passes cost on `costs`: every target pass at its rows and context
+// (CostModel::VerifyPassesMs), every draft pass at DraftMs(its rows) at the profile's
+// prefix (GenerationStats::pass_rows, draft_pass_rows). 0 for a row without passes
+// (a peer's). O(histogram size).
 double ModelledMs(const GenerationStats& stats, const CostModel& costs);
 
 // One prompt x configuration x repetition (turns summed).

@@ -132,7 +132,7 @@ TEST_F(HarnessTest, EndToEndFilesSummaryAndIdentities) {
   double measured_ms = -1;
   CostProfile profile = LoadOrMeasureCostProfile(*target_, draft_, po, &measured_ms);
   EXPECT_EQ(measured_ms, 0.0) << "the harness did not cache the profile it priced passes with";
-  const CostModel costs(profile.verify_ms, profile.draft_ms);
+  const CostModel costs = CostModel::Of(profile);
 
   for (const BenchRow& r : h.rows()) {
     SCOPED_TRACE(r.prompt_id + " " + r.config.Name());

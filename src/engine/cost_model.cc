@@ -2,15 +2,87 @@
 
 #include <algorithm>
 
+#include "graft/cost_profile.h"
 #include "graft/error.h"
 
 namespace graft {
 
-CostModel::CostModel(std::vector<double> verify_ms, std::vector<double> draft_ms)
-    : verify_ms_(std::move(verify_ms)), draft_ms_(std::move(draft_ms)) {
+ContextCost FitContextCost(const std::vector<double>& base_ms, const std::vector<double>& long_ms, int32_t prefix,
+                           int32_t long_prefix) {
+  ContextCost c{.prefix = prefix};
+  const double tokens = long_prefix - prefix;
+  if (tokens <= 0) return c;
+  // Ordinary least squares of y = fixed + per_row x n, y = (long - base) / tokens.
+  double k = 0, sn = 0, sy = 0, snn = 0, sny = 0;
+  for (size_t n = 1; n < base_ms.size() && n < long_ms.size(); ++n) {
+    if (!(long_ms[n] > 0) || !(base_ms[n] > 0)) continue;
+    const double y = (long_ms[n] - base_ms[n]) / tokens;
+    k += 1;
+    sn += n;
+    sy += y;
+    snn += static_cast<double>(n) * n;
+    sny += n * y;
+  }
+  if (k < 2 || k * snn - sn * sn <= 0) return c;
+  double per_row = (k * sny - sn * sy) / (k * snn - sn * sn);
+  double fixed = (sy - per_row * sn) / k;
+  // Clamped to >= 0, each refitted alone when the other is clamped.
+  if (per_row < 0) {
+    per_row = 0;
+    fixed = sy / k;
+  }
+  if (fixed < 0) {
+    fixed = 0;
+    per_row = sny / snn;
+  }
+  c.fixed = std::max(0.0, fixed);
+  c.per_row = std::max(0.0, per_row);
+  return c;
+}
+
+CostModel::CostModel(std::vector<double> verify_ms, std::vector<double> draft_ms, const ContextCost& verify_context,
+                     const ContextCost& draft_context)
+    : verify_ms_(std::move(verify_ms)),
+      draft_ms_(std::move(draft_ms)),
+      verify_context_(verify_context),
+      draft_context_(draft_context) {
   GRAFT_CHECK(verify_ms_.size() >= 2, "empty verify cost curve");
   for (size_t n = 1; n < verify_ms_.size(); ++n) GRAFT_CHECK(verify_ms_[n] > 0, "verify cost must be positive");
   for (size_t n = 1; n < draft_ms_.size(); ++n) GRAFT_CHECK(draft_ms_[n] > 0, "draft cost must be positive");
+  for (const ContextCost* c : {&verify_context_, &draft_context_}) {
+    GRAFT_CHECK(c->fixed >= 0 && c->per_row >= 0 && c->prefix >= 0, "context costs must not be negative");
+  }
+  base_verify_ms_ = verify_ms_;
+  base_draft_ms_ = draft_ms_;
+}
+
+CostModel CostModel::Of(const CostProfile& p) {
+  return CostModel(p.verify_ms, p.draft_ms, FitContextCost(p.verify_ms, p.verify_ms_long, p.prefix, p.long_prefix),
+                   FitContextCost(p.draft_ms, p.draft_ms_long, p.prefix, p.long_prefix));
+}
+
+void CostModel::Move(const std::vector<double>& base, const ContextCost& c, int32_t tokens, std::vector<double>* out) {
+  const double extra = static_cast<double>(std::max(0, tokens)) - c.prefix;
+  for (size_t n = 1; n < base.size(); ++n) {
+    (*out)[n] = std::max(0.5 * base[n], base[n] + extra * (c.fixed + c.per_row * static_cast<double>(n)));
+  }
+}
+
+double CostModel::VerifyPassesMs(const std::vector<int32_t>& pass_rows, double sum_context,
+                                 double sum_row_context) const {
+  const ContextCost& c = verify_context_;
+  double ms = 0, passes = 0, rows = 0;
+  for (size_t n = 1; n < pass_rows.size(); ++n) {
+    ms += pass_rows[n] * At(base_verify_ms_, static_cast<int32_t>(n));
+    passes += pass_rows[n];
+    rows += static_cast<double>(n) * pass_rows[n];
+  }
+  return ms + c.fixed * (sum_context - c.prefix * passes) + c.per_row * (sum_row_context - c.prefix * rows);
+}
+
+void CostModel::SetContext(int32_t tokens) {
+  Move(base_verify_ms_, verify_context_, tokens, &verify_ms_);
+  Move(base_draft_ms_, draft_context_, tokens, &draft_ms_);
 }
 
 double CostModel::At(const std::vector<double>& ms, int32_t n) {

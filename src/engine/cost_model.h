@@ -30,11 +30,48 @@ struct BatchLoad {
   double tokens = 0;
 };
 
+// How a pass's cost grows with the tokens in its cache: every row's attention reads
+// every cached token (measured on a 2-core EPYC, 1.5B target: at 1,536 cached tokens
+// each extra row cost 36% more than at 256, the first row 10% more). Modelled as
+//   ms of a pass over n rows at L cached tokens = (its ms at `prefix`) + (L - prefix) x (fixed + per_row x n),
+// fitted to the curve measured at a second, longer prefix (FitContextCost).
+struct ContextCost {
+  int32_t prefix = 0;    // cached tokens of the base curves
+  double fixed = 0;      // ms per cached token, per pass
+  double per_row = 0;    // ms per cached token, per row
+};
+
+// The least-squares fit of `long_ms[n] - base_ms[n]` by (long_prefix - prefix) x
+// (fixed + per_row x n) over the sizes n with long_ms[n] > 0 (0 = not measured);
+// fixed and per_row are at least 0 (a longer cache never makes a pass cheaper), and
+// both are 0 when fewer than two sizes were measured. O(|base_ms|).
+ContextCost FitContextCost(const std::vector<double>& base_ms, const std::vector<double>& long_ms, int32_t prefix,
+                           int32_t long_prefix);
+
+struct CostProfile;
+
 class CostModel {
  public:
+  // The model of a measured profile: its curves, and its ContextCosts fitted to what
+  // was timed at its long prefix (none when nothing was).
+  static CostModel Of(const CostProfile& profile);
+
   // `verify_ms[n]`: ms of a target pass over n rows (n >= 1; [0] ignored), at least
-  // one size; `draft_ms[n]` likewise for the draft model (may be empty).
-  CostModel(std::vector<double> verify_ms, std::vector<double> draft_ms);
+  // one size; `draft_ms[n]` likewise for the draft model (may be empty). Both were
+  // measured with `*_context.prefix` tokens in the cache; SetContext prices passes at
+  // other lengths by the context costs (none given: the same at every length).
+  CostModel(std::vector<double> verify_ms, std::vector<double> draft_ms, const ContextCost& verify_context = {},
+            const ContextCost& draft_context = {});
+
+  // Modelled ms of target passes counted by rows (`pass_rows[n]` passes over n rows)
+  // whose caches held `sum_context` tokens in all, and `sum_row_context` tokens x rows: each pass at its own context by the
+  // linear ContextCost (without SetContext's floor), whatever SetContext chose. O(|pass_rows|).
+  double VerifyPassesMs(const std::vector<int32_t>& pass_rows, double sum_context, double sum_row_context) const;
+
+  // Prices every later call for passes over caches of `tokens` tokens (target and
+  // draft alike): each curve moves by its ContextCost, and no size falls below half
+  // its measured cost. The curves are as measured until it is called. O(sizes).
+  void SetContext(int32_t tokens);
 
   // Expected ms of a target pass over n >= 1 rows: the measured value, or past the
   // last measured size the last value plus the mean slope of the last 4 sizes. O(1).
@@ -63,8 +100,11 @@ class CostModel {
 
  private:
   static double At(const std::vector<double>& ms, int32_t n);
-  std::vector<double> verify_ms_;  // [sizes + 1], [0] unused
+  static void Move(const std::vector<double>& base, const ContextCost& c, int32_t tokens, std::vector<double>* out);
+  std::vector<double> verify_ms_;  // [sizes + 1], [0] unused: at the context SetContext chose
   std::vector<double> draft_ms_;   // [sizes + 1] or empty
+  std::vector<double> base_verify_ms_, base_draft_ms_;  // as measured
+  ContextCost verify_context_, draft_context_;
 };
 
 // How far one request may fall behind plain decoding (issue 9: never slower). Each

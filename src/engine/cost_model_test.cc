@@ -1,7 +1,10 @@
 #include "engine/cost_model.h"
 
+#include "graft/error.h"
+
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -125,6 +128,79 @@ CostModel XeonPair() {
 CostModel FlatPair() { return CostModel(std::vector<double>(9, 10.0), std::vector<double>(9, 1.0)); }
 
 // CpuCurve: 30 ms a row-1 pass, 10 ms a further row. Room = 0.02 * plain + 2 * 30 - excess.
+// A pass over n rows at L cached tokens costs base(n) + (L - prefix) x (fixed + per_row x n):
+// the fit finds both slopes from the sizes timed at the long prefix, skips the others,
+// and never makes a longer cache cheaper.
+TEST(ContextCostTest, FitsBothSlopesFromTheSizesTimed) {
+  const auto base = [](int32_t n) { return 40.0 + 30.0 * n; };
+  std::vector<double> base_ms(17, 0.0), long_ms(17, 0.0);
+  for (int32_t n = 1; n <= 16; ++n) base_ms[n] = base(n);
+  for (int32_t n : {1, 2, 4, 8, 16}) long_ms[n] = base(n) + 1000 * (0.004 + 0.02 * n);
+  ContextCost c = FitContextCost(base_ms, long_ms, 256, 1256);
+  EXPECT_EQ(c.prefix, 256);
+  EXPECT_NEAR(c.fixed, 0.004, 1e-12);
+  EXPECT_NEAR(c.per_row, 0.02, 1e-12);
+  // Rows that got cheaper with the cache: per-row slope 0, fixed refitted alone.
+  for (int32_t n : {1, 2, 4, 8, 16}) long_ms[n] = base(n) + 10.0 - 0.5 * n;
+  c = FitContextCost(base_ms, long_ms, 256, 1256);
+  EXPECT_EQ(c.per_row, 0.0);
+  EXPECT_NEAR(c.fixed, (10.0 - 0.5 * 31 / 5) / 1000, 1e-12);
+  // Every pass cheaper: no slope at all.
+  for (int32_t n : {1, 2, 4, 8, 16}) long_ms[n] = base(n) - 5.0;
+  c = FitContextCost(base_ms, long_ms, 256, 1256);
+  EXPECT_EQ(c.fixed, 0.0);
+  EXPECT_EQ(c.per_row, 0.0);
+  // One size, or no longer prefix: nothing to fit.
+  std::vector<double> one(17, 0.0);
+  one[4] = base(4) + 50;
+  EXPECT_EQ(FitContextCost(base_ms, one, 256, 1256).per_row, 0.0);
+  EXPECT_EQ(FitContextCost(base_ms, one, 256, 1256).fixed, 0.0);
+  EXPECT_EQ(FitContextCost(base_ms, long_ms, 256, 0).per_row, 0.0);
+}
+
+TEST(ContextCostTest, PassesArePricedAtTheContextSet) {
+  std::vector<double> verify(17, 0.0), draft(5, 0.0);
+  for (int32_t n = 1; n <= 16; ++n) verify[n] = 40.0 + 30.0 * n;
+  for (int32_t n = 1; n <= 4; ++n) draft[n] = 20.0 + 5.0 * n;
+  CostModel m(verify, draft, {.prefix = 256, .fixed = 0.004, .per_row = 0.02}, {.prefix = 256, .per_row = 0.01});
+  EXPECT_DOUBLE_EQ(m.VerifyMs(4), 160.0);  // as measured until SetContext
+  m.SetContext(1256);
+  EXPECT_DOUBLE_EQ(m.VerifyMs(4), 160.0 + 1000 * (0.004 + 0.08));
+  EXPECT_DOUBLE_EQ(m.DraftMs(2), 30.0 + 1000 * 0.02);
+  EXPECT_DOUBLE_EQ(m.VerifyMs(20), m.VerifyMs(16) + 4 * (m.VerifyMs(16) - m.VerifyMs(12)) / 4);  // past the curve
+  m.SetContext(256);
+  EXPECT_DOUBLE_EQ(m.VerifyMs(4), 160.0);
+  // A short cache is cheaper, but never below half the measured cost.
+  m.SetContext(0);
+  EXPECT_DOUBLE_EQ(m.VerifyMs(1), 70.0 - 256 * 0.024);
+  EXPECT_DOUBLE_EQ(m.VerifyMs(16), std::max(0.5 * 520.0, 520.0 - 256 * (0.004 + 0.32)));
+  EXPECT_THROW(CostModel(verify, draft, {.prefix = 256, .fixed = -1}), Error);
+}
+
+// With every extra row dearer at a long context, the same candidates make a smaller
+// tree there; the modelled cost of a run's passes is the sum of each at its context.
+TEST(ContextCostTest, LongContextsGetSmallerTreesAndArePricedPassByPass) {
+  std::vector<double> verify(17, 0.0);
+  for (int32_t n = 1; n <= 16; ++n) verify[n] = 40.0 + 8.0 * (n - 1);
+  CostModel m(verify, {}, {.prefix = 256, .fixed = 0.002, .per_row = 0.01});
+  const std::vector<double> a = {0.9, 0.6, 0.45, 0.4, 0.3, 0.25, 0.2, 0.15, 0.1};
+  m.SetContext(256);
+  const int32_t short_tree = m.BestSize(a, 0, 16);
+  m.SetContext(4096);
+  const int32_t long_tree = m.BestSize(a, 0, 16);
+  EXPECT_GT(short_tree, long_tree);
+  EXPECT_GE(long_tree, 1);
+  // Three passes: 1 row at 300 tokens, 4 rows at 1000, 4 rows at 2000.
+  std::vector<int32_t> pass_rows = {0, 1, 0, 0, 2};
+  double expect = 0;
+  for (auto [rows, tokens] : {std::pair{1, 300}, std::pair{4, 1000}, std::pair{4, 2000}}) {
+    m.SetContext(tokens);
+    expect += m.VerifyMs(rows);
+  }
+  m.SetContext(0);  // VerifyPassesMs does not depend on it
+  EXPECT_NEAR(m.VerifyPassesMs(pass_rows, 300 + 1000 + 2000, 300 + 4 * 1000 + 4 * 2000), expect, 1e-9);
+}
+
 TEST(LossBudgetTest, BetsTheGrantFirstThenWhatTheRequestWonOrLost) {
   CostModel m(CpuCurve(), {});
   LossBudget b;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <memory>
 #include <optional>
 #include <thread>
 
@@ -24,7 +25,29 @@ namespace {
 
 // 2: each curve's passes follow a settling pass (MedianCurves); version 1 priced the
 // first size of each curve too dear, so such profiles are measured again.
-constexpr int kProfileVersion = 2;
+// 3: some sizes are also timed at a longer cache (long_prefix), for ContextCost.
+constexpr int kProfileVersion = 3;
+
+// The sizes timed at the long prefix: enough to fit ContextCost's two slopes.
+std::vector<int32_t> LongSizes(int32_t max_rows) {
+  std::vector<int32_t> out;
+  for (int32_t n : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256}) {
+    if (n < max_rows) out.push_back(n);
+  }
+  out.push_back(max_rows);
+  return out;
+}
+
+// Reads `name` as a curve of at most `size` values >= 0 (a missing key: empty).
+std::vector<double> LongCurve(const nlohmann::json& j, const char* name, size_t size) {
+  if (!j.contains(name)) return {};
+  std::vector<double> v = j.at(name).get<std::vector<double>>();
+  if (v.size() > size) throw Error("long curve longer than its base");
+  for (double x : v) {
+    if (!(x >= 0)) throw Error("negative cost");
+  }
+  return v;
+}
 
 std::string CpuName() {
   std::ifstream in("/proc/cpuinfo");
@@ -42,9 +65,9 @@ std::string CpuName() {
 // random tokens; every pass is rolled back, so the cache does not grow.
 class PassTimer {
  public:
-  PassTimer(const Model& model, int32_t max_rows, const CostProfileOptions& o)
-      : model_(model), ctx_(model, Options(max_rows, o)), rng_(12345) {
-    std::vector<Token> prefix(o.prefix);
+  PassTimer(const Model& model, int32_t max_rows, const CostProfileOptions& o, int32_t prefix_tokens)
+      : model_(model), ctx_(model, Options(max_rows, o.n_threads, prefix_tokens)), rng_(12345) {
+    std::vector<Token> prefix(prefix_tokens);
     for (Token& t : prefix) t = RandomToken();
     ctx_.Prefill(prefix, false);
     base_ = ctx_.n_past();
@@ -75,10 +98,10 @@ class PassTimer {
   }
 
  private:
-  static ContextOptions Options(int32_t max_rows, const CostProfileOptions& o) {
+  static ContextOptions Options(int32_t max_rows, int32_t n_threads, int32_t prefix) {
     ContextOptions co;
-    co.n_ctx = o.prefix + max_rows + 16;
-    co.n_threads = o.n_threads;
+    co.n_ctx = prefix + max_rows + 16;
+    co.n_threads = n_threads;
     co.n_seq_max = std::clamp(max_rows, 1, 256);
     co.max_tree = max_rows;
     return co;
@@ -105,6 +128,11 @@ std::optional<CostProfile> TryLoad(const std::string& path, const std::string& k
     p.verify_ms = j.at("verify_ms").get<std::vector<double>>();
     p.draft_ms = j.at("draft_ms").get<std::vector<double>>();
     p.measured_at = j.value("measured_at", "");
+    p.prefix = j.at("prefix").get<int32_t>();
+    p.long_prefix = j.value("long_prefix", 0);
+    p.verify_ms_long = LongCurve(j, "verify_ms_long", p.verify_ms.size());
+    p.draft_ms_long = LongCurve(j, "draft_ms_long", p.draft_ms.size());
+    if (p.prefix != o.prefix || p.long_prefix != o.long_prefix) return std::nullopt;
     if (static_cast<int32_t>(p.verify_ms.size()) < o.max_rows + 1) return std::nullopt;
     if (need_draft && static_cast<int32_t>(p.draft_ms.size()) < o.max_draft_rows + 1) return std::nullopt;
     for (size_t n = 1; n < p.verify_ms.size(); ++n) if (!(p.verify_ms[n] > 0)) return std::nullopt;
@@ -144,7 +172,8 @@ std::string DefaultProfileDir() {
 
 std::string CostProfileKey(const Model& target, const Model* draft, const CostProfileOptions& o) {
   return "target " + ModelKey(target) + "; draft " + (draft != nullptr ? ModelKey(*draft) : "none") + "; threads " +
-         std::to_string(o.n_threads) + "; prefix " + std::to_string(o.prefix) + "; cpu " + CpuName() + " x" +
+         std::to_string(o.n_threads) + "; prefix " + std::to_string(o.prefix) +
+         (o.long_prefix > 0 ? " and " + std::to_string(o.long_prefix) : std::string()) + "; cpu " + CpuName() + " x" +
          std::to_string(std::thread::hardware_concurrency()) + "; " + LlamaBuildInfo();
 }
 
@@ -156,11 +185,19 @@ std::string CostProfilePath(const std::string& key, const CostProfileOptions& o)
 
 std::vector<std::vector<double>> MedianCurves(const std::vector<CurveSampler>& curves, int32_t repeats) {
   std::vector<std::vector<std::vector<double>>> samples(curves.size());
-  for (size_t c = 0; c < curves.size(); ++c) samples[c].resize(std::max(0, curves[c].max_rows) + 1);
+  std::vector<std::vector<int32_t>> sizes(curves.size());
+  for (size_t c = 0; c < curves.size(); ++c) {
+    samples[c].resize(std::max(0, curves[c].max_rows) + 1);
+    for (int32_t n : curves[c].sizes) GRAFT_CHECK(n >= 1 && n <= curves[c].max_rows, "curve size out of range");
+    sizes[c] = curves[c].sizes;
+    if (sizes[c].empty()) {
+      for (int32_t n = 1; n <= curves[c].max_rows; ++n) sizes[c].push_back(n);
+    }
+  }
   for (int32_t r = 0; r < std::max(1, repeats); ++r) {
     for (size_t c = 0; c < curves.size(); ++c) {
       if (curves.size() > 1 && curves[c].max_rows >= 1) curves[c].time_pass(1);  // settling pass, not timed
-      for (int32_t n = 1; n <= curves[c].max_rows; ++n) samples[c][n].push_back(curves[c].time_pass(n));
+      for (int32_t n : sizes[c]) samples[c][n].push_back(curves[c].time_pass(n));
     }
   }
   std::vector<std::vector<double>> out(curves.size());
@@ -168,6 +205,7 @@ std::vector<std::vector<double>> MedianCurves(const std::vector<CurveSampler>& c
     out[c].assign(samples[c].size(), 0.0);
     for (size_t n = 1; n < samples[c].size(); ++n) {
       std::vector<double>& ms = samples[c][n];
+      if (ms.empty()) continue;
       std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
       out[c][n] = std::max(0.001, std::round(ms[ms.size() / 2] * 1000.0) / 1000.0);
     }
@@ -177,18 +215,33 @@ std::vector<std::vector<double>> MedianCurves(const std::vector<CurveSampler>& c
 
 CostProfile MeasureCostProfile(const Model& target, const Model* draft, const CostProfileOptions& o) {
   if (o.max_rows < 1 || o.max_draft_rows < 1 || o.prefix < 1) throw Error("cost profile sizes must be at least 1");
+  if (o.long_prefix != 0 && o.long_prefix <= o.prefix) throw Error("the long prefix must exceed the prefix");
   CostProfile p;
   p.key = CostProfileKey(target, draft, o);
-  PassTimer target_timer(target, o.max_rows, o);
-  std::optional<PassTimer> draft_timer;
-  std::vector<CurveSampler> curves = {{o.max_rows, [&](int32_t n) { return target_timer.Time(n); }}};
+  p.prefix = o.prefix;
+  p.long_prefix = o.long_prefix;
+  // Every curve's timer (a scratch context each), then the curves in rounds: target,
+  // target at the long prefix, draft, draft at the long prefix.
+  std::vector<std::unique_ptr<PassTimer>> timers;
+  std::vector<CurveSampler> curves;
+  auto add = [&](const Model& m, int32_t max_rows, int32_t prefix, std::vector<int32_t> sizes) {
+    timers.push_back(std::make_unique<PassTimer>(m, max_rows, o, prefix));
+    curves.push_back({max_rows, [t = timers.back().get()](int32_t n) { return t->Time(n); }, std::move(sizes)});
+  };
+  add(target, o.max_rows, o.prefix, {});
+  if (o.long_prefix > 0) add(target, o.max_rows, o.long_prefix, LongSizes(o.max_rows));
   if (draft != nullptr) {
-    draft_timer.emplace(*draft, o.max_draft_rows, o);
-    curves.push_back({o.max_draft_rows, [&](int32_t n) { return draft_timer->Time(n); }});
+    add(*draft, o.max_draft_rows, o.prefix, {});
+    if (o.long_prefix > 0) add(*draft, o.max_draft_rows, o.long_prefix, LongSizes(o.max_draft_rows));
   }
   auto measured = MedianCurves(curves, o.repeats);
-  p.verify_ms = std::move(measured[0]);
-  if (draft != nullptr) p.draft_ms = std::move(measured[1]);
+  size_t c = 0;
+  p.verify_ms = std::move(measured[c++]);
+  if (o.long_prefix > 0) p.verify_ms_long = std::move(measured[c++]);
+  if (draft != nullptr) {
+    p.draft_ms = std::move(measured[c++]);
+    if (o.long_prefix > 0) p.draft_ms_long = std::move(measured[c++]);
+  }
   p.measured_at = UtcTimestamp();
   return p;
 }
@@ -198,8 +251,15 @@ void SaveCostProfile(const CostProfile& p, const CostProfileOptions& o) {
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
   if (ec) throw Error("cannot create the profile folder " + path.parent_path().string() + ": " + ec.message());
-  const nlohmann::json j = {{"version", kProfileVersion}, {"key", p.key},           {"measured_at", p.measured_at},
-                            {"verify_ms", p.verify_ms},   {"draft_ms", p.draft_ms}};
+  const nlohmann::json j = {{"version", kProfileVersion},
+                            {"key", p.key},
+                            {"measured_at", p.measured_at},
+                            {"prefix", p.prefix},
+                            {"verify_ms", p.verify_ms},
+                            {"draft_ms", p.draft_ms},
+                            {"long_prefix", p.long_prefix},
+                            {"verify_ms_long", p.verify_ms_long},
+                            {"draft_ms_long", p.draft_ms_long}};
   try {
     WriteFileAtomic(path.string(), j.dump(1) + "\n");
   } catch (const Error& e) {

@@ -30,6 +30,7 @@ class CostProfileTest : public ::testing::Test {
     o_.max_rows = 8;
     o_.max_draft_rows = 4;
     o_.prefix = 32;
+    o_.long_prefix = 96;
     o_.repeats = 1;
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -52,6 +53,18 @@ TEST_F(CostProfileTest, MeasuredOnceThenReloadedExactly) {
   EXPECT_EQ(a.verify_ms, b.verify_ms);  // bit for bit: decisions depend on them
   EXPECT_EQ(a.draft_ms, b.draft_ms);
   EXPECT_EQ(a.key, b.key);
+  // The long prefix's sizes: powers of two and a few between, up to the largest.
+  EXPECT_EQ(a.prefix, 32);
+  EXPECT_EQ(a.long_prefix, 96);
+  ASSERT_EQ(a.verify_ms_long.size(), 9u);
+  ASSERT_EQ(a.draft_ms_long.size(), 5u);
+  for (int32_t n : {1, 2, 3, 4, 6, 8}) EXPECT_GT(a.verify_ms_long[n], 0.0) << n;
+  for (int32_t n : {0, 5, 7}) EXPECT_EQ(a.verify_ms_long[n], 0.0) << n;
+  for (int32_t n : {1, 2, 3, 4}) EXPECT_GT(a.draft_ms_long[n], 0.0) << n;
+  EXPECT_EQ(a.verify_ms_long, b.verify_ms_long);
+  EXPECT_EQ(a.draft_ms_long, b.draft_ms_long);
+  EXPECT_EQ(b.prefix, 32);
+  EXPECT_EQ(b.long_prefix, 96);
   // No temporaries are left beside it.
   int files = 0;
   for (const auto& e : fs::directory_iterator(dir_)) files += e.is_regular_file();
@@ -65,6 +78,20 @@ TEST_F(CostProfileTest, KeyNamesWhatTheCurvesDependOn) {
   one.n_threads = 1;
   EXPECT_NE(CostProfilePath(k, o_), CostProfilePath(CostProfileKey(*target_, draft_.get(), one), o_));
   EXPECT_NE(k, CostProfileKey(*target_, nullptr, o_));
+  CostProfileOptions longer = o_;
+  longer.long_prefix = 128;
+  EXPECT_NE(k, CostProfileKey(*target_, draft_.get(), longer));
+}
+
+TEST_F(CostProfileTest, WithoutALongPrefixNothingIsTimedThere) {
+  CostProfileOptions o = o_;
+  o.long_prefix = 0;
+  const CostProfile p = LoadOrMeasureCostProfile(*target_, draft_.get(), o);
+  EXPECT_EQ(p.long_prefix, 0);
+  EXPECT_TRUE(p.verify_ms_long.empty());
+  EXPECT_TRUE(p.draft_ms_long.empty());
+  o.long_prefix = o.prefix;
+  EXPECT_THROW(MeasureCostProfile(*target_, draft_.get(), o), Error);
 }
 
 TEST_F(CostProfileTest, BadOrShortFilesAreMeasuredAgain) {
@@ -142,6 +169,15 @@ TEST(MedianCurvesTest, TheFirstPassAfterTheOtherCurvesIsNotTimed) {
   int calls = 0;
   MedianCurves({{3, [&](int32_t) { return ++calls, 1.0; }}}, 2);
   EXPECT_EQ(calls, 6);
+}
+
+// A curve may be timed at some of its sizes only: the others are never run and read 0.
+TEST(MedianCurvesTest, TimesOnlyTheSizesAskedFor) {
+  std::vector<int32_t> ran;
+  const auto got = MedianCurves({{8, [&](int32_t n) { return ran.push_back(n), 2.0 * n; }, {1, 2, 4, 8}}}, 2);
+  EXPECT_EQ(ran, (std::vector<int32_t>{1, 2, 4, 8, 1, 2, 4, 8}));
+  EXPECT_EQ(got[0], (std::vector<double>{0, 2, 4, 0, 8, 0, 0, 0, 16}));
+  EXPECT_THROW(MedianCurves({{4, [](int32_t) { return 1.0; }, {5}}}, 1), Error);
 }
 
 TEST(MedianCurvesTest, RoundsToAMicrosecondAndNeverZero) {

@@ -49,7 +49,7 @@ const CostModel& EngineState::Costs(double* calibrate_ms) {
     double ms = 0;
     CostProfile p = LoadOrMeasureCostProfile(target, draft, po, &ms);
     *calibrate_ms += ms;
-    cost.emplace(std::move(p.verify_ms), std::move(p.draft_ms));
+    cost.emplace(CostModel::Of(p));
   }
   return *cost;
 }
@@ -216,9 +216,12 @@ struct Engine::State : EngineState {
 
 namespace {
 
-void CountProposals(const TokenTree& tree, const VerifyResult& vr, GenerationStats* st) {
+// `context`: the request's tokens when the pass ran (prompt + emitted).
+void CountProposals(const TokenTree& tree, const VerifyResult& vr, int64_t context, GenerationStats* st) {
   ++st->n_passes;
   GenerationStats::CountPass(&st->pass_rows, tree.size());
+  st->pass_context += static_cast<double>(context);
+  st->pass_row_context += static_cast<double>(context) * tree.size();
   st->nodes_verified += tree.size();
   for (int32_t i = 1; i < tree.size(); ++i) {
     ++st->per_source[static_cast<int>(tree.source[i])].proposed;
@@ -277,7 +280,7 @@ bool Engine::State::FinishStep(int32_t row0, double pass_ms) {
   std::vector<Token> emitted;
   {
     ScopedMs t(&st.t_commit_ms);
-    CountProposals(tree, vr, &st);
+    CountProposals(tree, vr, static_cast<int64_t>(f.rs.committed.size()), &st);
     if (f.o.learn) {
       RecordOutcome(tree, vr, &calibration);
       f.proposer->Learn(f.rs, tree, vr, logits);

@@ -671,8 +671,10 @@ struct TempDir {
 
 // A made-up cost profile for (target, draft) under `cfg`, written where `cfg`'s engines
 // look for theirs, so graft's policy takes its decisions from these curves.
+// `verify_long_ms`, when given: the target's passes at the long prefix (every size).
 void WriteProfile(const Model& target, const Model* draft, const EngineConfig& cfg,
-                  const std::function<double(int32_t)>& verify_ms, const std::function<double(int32_t)>& draft_ms) {
+                  const std::function<double(int32_t)>& verify_ms, const std::function<double(int32_t)>& draft_ms,
+                  const std::function<double(int32_t)>& verify_long_ms = nullptr) {
   CostProfileOptions o;
   o.n_threads = cfg.n_threads;
   o.max_rows = std::min(cfg.max_tree, 32);
@@ -680,10 +682,16 @@ void WriteProfile(const Model& target, const Model* draft, const EngineConfig& c
   CostProfile p;
   p.key = CostProfileKey(target, draft, o);
   p.measured_at = "2026-12-02T00:00:00Z";
+  p.prefix = o.prefix;
+  p.long_prefix = o.long_prefix;
   p.verify_ms.assign(o.max_rows + 1, 0.0);
   for (int32_t n = 1; n <= o.max_rows; ++n) p.verify_ms[n] = verify_ms(n);
   p.draft_ms.assign(o.max_draft_rows + 1, 0.0);
   for (int32_t n = 1; n <= o.max_draft_rows; ++n) p.draft_ms[n] = draft_ms(n);
+  if (verify_long_ms) {
+    p.verify_ms_long.assign(o.max_rows + 1, 0.0);
+    for (int32_t n = 1; n <= o.max_rows; ++n) p.verify_ms_long[n] = verify_long_ms(n);
+  }
   SaveCostProfile(p, o);
 }
 
@@ -1005,6 +1013,51 @@ TEST(EngineTest, GraftStaysWithinItsLossBudget) {
          bounded, static_cast<long long>(rows_bounded), free, static_cast<long long>(rows_free));
   EXPECT_LE(bounded, 1e-6);
   EXPECT_GT(free, 0.0) << "this scenario no longer makes graft bet past the bound: the check above tests nothing";
+}
+
+// graft prices each step's pass at its request's length (ContextCost). A made-up
+// machine where rows are nearly free at the profile's 256-token prefix, but every
+// cached token adds 0.5 ms to each row: at 600 tokens an extra row costs three
+// passes of the short context. The same long request verifies bigger trees when the
+// profile knows nothing of the context (no long curve; 1.31 rows a pass here) than
+// when it does (at most 1.1); the pass contexts are summed for re-pricing.
+TEST(EngineTest, GraftPricesEachStepAtItsRequestsLength) {
+  CpuLikeTinyPair pair("graft_context_cost");
+  std::string text;
+  for (const std::string& t : SpecBenchPrompts(3)) text += t + "\n";
+  GenerateRequest req;
+  req.prompt = Encode(*pair.target, text);
+  ASSERT_GE(req.prompt.size(), 600u);
+  req.prompt.resize(600);
+  req.n_predict = 48;
+  const auto verify_ms = [](int32_t r) { return 50.0 + 1.0 * (r - 1); };
+  const auto draft_ms = [](int32_t) { return 1000.0; };
+  const DecodeOptions o{.method = Method::kGraft, .tree_budget = 16, .max_loss = -1};
+  const auto rows_per_pass = [&](bool long_curve, GenerationStats* st) {
+    if (long_curve) {
+      const int32_t extra = CostProfileOptions{}.long_prefix - CostProfileOptions{}.prefix;
+      WriteProfile(*pair.target, pair.draft.get(), pair.cfg, verify_ms, draft_ms,
+                   [&](int32_t r) { return verify_ms(r) + extra * 0.5 * r; });
+    } else {
+      WriteProfile(*pair.target, pair.draft.get(), pair.cfg, verify_ms, draft_ms);
+    }
+    Engine engine(*pair.target, pair.draft.get(), pair.cfg);
+    const GenerateResult r = engine.Generate(req, o);
+    EXPECT_EQ(r.stats.n_draft_steps, 0);
+    *st = r.stats;
+    return static_cast<double>(r.stats.nodes_verified) / r.stats.n_passes;
+  };
+  GenerationStats flat, priced;
+  const double flat_rows = rows_per_pass(false, &flat);
+  const double priced_rows = rows_per_pass(true, &priced);
+  printf("[context cost] rows per pass at 600 tokens: %.2f unpriced, %.2f priced\n", flat_rows, priced_rows);
+  EXPECT_LE(priced_rows, 1.1);
+  EXPECT_GT(flat_rows, priced_rows + 0.2) << "the scenario no longer grows trees: the check above tests nothing";
+  // Every pass ran with 600 to 600 + 48 tokens in its request.
+  EXPECT_GE(priced.pass_context, 600.0 * priced.n_passes);
+  EXPECT_LE(priced.pass_context, 648.0 * priced.n_passes);
+  EXPECT_GE(flat.pass_row_context, 600.0 * flat.nodes_verified);
+  EXPECT_LE(flat.pass_row_context, 648.0 * flat.nodes_verified);
 }
 
 // What an engine saves is what the next one starts from, weighed as a prior of at

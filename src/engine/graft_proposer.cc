@@ -17,7 +17,8 @@ class GraftProposer final : public Proposer {
 
   void Begin(RequestState& rs) override {
     es_.request.Reset(rs.request.prompt);
-    cost_ = rs.options.adaptive ? &es_.Costs(&rs.stats->t_calibrate_ms) : nullptr;
+    cost_.reset();
+    if (rs.options.adaptive) cost_ = es_.Costs(&rs.stats->t_calibrate_ms);
     shadow_.Clear();
     cut_ = TokenTree{};  // a request that ended between Propose and Learn staged one
     loss_.Begin(LossBudgetOptions{.allowance = rs.options.max_loss, .grant = rs.options.loss_grant});
@@ -29,13 +30,16 @@ class GraftProposer final : public Proposer {
     draft_ms_ = 0;
     offered_ = false;
     alone_ = limits.load.rows == 0;
+    // This step's passes are priced at the request's length (ContextCost): a row
+    // reads every cached token, so trees over long prompts cost more.
+    if (cost_) cost_->SetContext(static_cast<int32_t>(rs.committed.size()));
     bool skip_draft = false;
     // Retrieve first: when the request, history and corpus indexes already promise
     // enough, or when drafting has not paid lately, the draft model sits this step out.
-    if (o.skip_draft_gain > 0 || cost_ != nullptr) {
+    if (o.skip_draft_gain > 0 || cost_.has_value()) {
       Retrieve(rs, limits, *tree, {0}, limits.budget - 1);
       GraftRetrieved(rs, limits, tree);
-      skip_draft = (cost_ != nullptr && !GateDrafts(rs, limits)) ||
+      skip_draft = (cost_.has_value() && !GateDrafts(rs, limits)) ||
                    (o.skip_draft_gain > 0 && ExpectedAcceptedLength(*tree, es_.calibration) >= o.skip_draft_gain);
     }
     if (!skip_draft) {
@@ -43,7 +47,7 @@ class GraftProposer final : public Proposer {
       // the gate found that drafting pays: deeper levels cost passes it did not price.
       DraftParams dp = DraftParamsFor(rs.options, limits, &es_.calibration);
       DraftGate::Plan plan;
-      if (cost_ != nullptr && dp.max_depth >= 1) {
+      if (cost_.has_value() && dp.max_depth >= 1) {
         plan = DraftGate::BestPlan(*cost_, gate_.decision_accept(), dp.max_depth, dp.frontier);
         dp.max_depth = std::max(1, plan.depth);
       }
@@ -52,7 +56,7 @@ class GraftProposer final : public Proposer {
         // delay every request in the step, so the draft is only offered: the group
         // takes it when the whole step gains (ChooseDrafts), else Declined keeps the
         // retrieval-only tree built here.
-        if (cost_ != nullptr && limits.load.rows > 0) Offer(rs, limits, dp, plan, tree);
+        if (cost_.has_value() && limits.load.rows > 0) Offer(rs, limits, dp, plan, tree);
         tree->Reset(tree->token[0]);
         return dp;
       }
@@ -76,7 +80,7 @@ class GraftProposer final : public Proposer {
     drafted_ = true;
     // Modelled cost: the catch-up pass over the tokens the draft cache lacked, then
     // one pass per level over at most `frontier` rows.
-    if (cost_ != nullptr) {
+    if (cost_.has_value()) {
       draft_ms_ = cost_->DraftMs(call.catch_up) + (call.passes - 1) * cost_->DraftMs(call.params.frontier);
     }
     {
@@ -90,7 +94,7 @@ class GraftProposer final : public Proposer {
   void Learn(RequestState& rs, const TokenTree& tree, const VerifyResult& vr,
              const std::function<const float*(int32_t)>& logits) override {
     LearnNextTokens(es_, tree, vr, logits);
-    if (drafted_ && cost_ != nullptr) ObserveDraftLevels(tree, vr);
+    if (drafted_ && cost_.has_value()) ObserveDraftLevels(tree, vr);
     if (!cut_.token.empty()) shadow_.Add(std::move(cut_), cut_kept_, rs.request.sampling.temperature > 0.0f);
     cut_ = TokenTree{};
     shadow_.Commit(vr.CommittedTokens(tree), &es_.calibration);
@@ -104,10 +108,10 @@ class GraftProposer final : public Proposer {
     // other rows in the pass (other requests, its own prompt's last chunk) is larger
     // than it would be alone, and its stand-alone cost would make retrieval look slow
     // and turn the draft on where it cannot pay.
-    if (cost_ != nullptr && !drafted_ && alone_) {
+    if (cost_.has_value() && !drafted_ && alone_) {
       gate_.ObserveRetrieval(static_cast<int32_t>(emitted.size()), cost_->VerifyMs(tree_size_));
     }
-    if (cost_ != nullptr) {
+    if (cost_.has_value()) {
       loss_.Observe(draft_ms_ + cost_->VerifyMs(load_rows_ + tree_size_), cost_->VerifyMs(load_rows_ + 1),
                     static_cast<int32_t>(emitted.size()));
     }
@@ -179,7 +183,7 @@ class GraftProposer final : public Proposer {
 
   // The tree is complete: its size, as the cost model would have it.
   void Done(RequestState& rs, const StepLimits& limits, TokenTree* tree) {
-    if (cost_ != nullptr) KeepBestSize(rs, limits, tree);
+    if (cost_.has_value()) KeepBestSize(rs, limits, tree);
     tree_size_ = tree->size();
     load_rows_ = limits.load.rows;
   }
@@ -232,7 +236,7 @@ class GraftProposer final : public Proposer {
   }
 
   EngineState& es_;
-  const CostModel* cost_ = nullptr;  // null = fixed budget, always draft (--fixed-budget)
+  std::optional<CostModel> cost_;  // the engine's, at this step's context; none = fixed budget (--fixed-budget)
   DraftGate gate_;                    // lives for the engine: learns across requests
   Retrieval query_;
   LossBudget loss_;        // this request's modelled time beyond plain decoding, and what it may bet

@@ -17,6 +17,8 @@ struct TuneFlags {
   int32_t max_rows = 32;
   int32_t max_draft_rows = 8;
   int32_t repeats = 3;
+  int32_t prefix = CostProfileOptions{}.prefix;
+  int32_t long_prefix = CostProfileOptions{}.long_prefix;
   bool json = false;
   bool if_missing = false;
 };
@@ -28,6 +30,8 @@ int RunTune(const TuneFlags& f) {
   o.max_rows = f.max_rows;
   o.max_draft_rows = f.max_draft_rows;
   o.repeats = f.repeats;
+  o.prefix = f.prefix;
+  o.long_prefix = f.long_prefix;
   o.dir = f.models.profile_dir;
   CostProfile p;
   if (f.if_missing) {
@@ -47,16 +51,32 @@ int RunTune(const TuneFlags& f) {
   }
   const std::string path = CostProfilePath(p.key, o);
   if (f.json) {
-    printf("%s\n", nlohmann::json{{"path", path}, {"key", p.key}, {"verify_ms", p.verify_ms}, {"draft_ms", p.draft_ms}}
+    printf("%s\n", nlohmann::json{{"path", path},
+                                  {"key", p.key},
+                                  {"prefix", p.prefix},
+                                  {"verify_ms", p.verify_ms},
+                                  {"draft_ms", p.draft_ms},
+                                  {"long_prefix", p.long_prefix},
+                                  {"verify_ms_long", p.verify_ms_long},
+                                  {"draft_ms_long", p.draft_ms_long}}
                        .dump(1)
                        .c_str());
     return 0;
   }
   printf("profile %s\n  %s\n\n", path.c_str(), p.key.c_str());
-  printf("%4s  %10s  %8s  %10s  %8s\n", "rows", "target ms", "x 1 row", "draft ms", "x 1 row");
+  const std::string at_long = "at " + std::to_string(p.long_prefix);
+  printf("%4s  %10s  %8s  %10s  %8s  %14s  %14s\n", "rows", "target ms", "x 1 row", "draft ms", "x 1 row",
+         ("target " + at_long).c_str(), ("draft " + at_long).c_str());
+  const auto long_ms = [](const std::vector<double>& v, size_t n) { return n < v.size() && v[n] > 0 ? v[n] : 0.0; };
   for (size_t n = 1; n < p.verify_ms.size(); ++n) {
     printf("%4zu  %10.2f  %8.2f", n, p.verify_ms[n], p.verify_ms[n] / p.verify_ms[1]);
-    if (n < p.draft_ms.size()) printf("  %10.2f  %8.2f", p.draft_ms[n], p.draft_ms[n] / p.draft_ms[1]);
+    if (n < p.draft_ms.size()) {
+      printf("  %10.2f  %8.2f", p.draft_ms[n], p.draft_ms[n] / p.draft_ms[1]);
+    } else {
+      printf("  %10s  %8s", "", "");
+    }
+    if (const double v = long_ms(p.verify_ms_long, n); v > 0) printf("  %14.2f", v); else printf("  %14s", "");
+    if (const double v = long_ms(p.draft_ms_long, n); v > 0) printf("  %14.2f", v);
     printf("\n");
   }
   return 0;
@@ -71,6 +91,11 @@ void AddTuneCommand(CLI::App& app, std::function<int()>* run) {
   cmd->add_option("--max-rows", flags->max_rows, "largest target pass measured")->check(CLI::Range(1, 256));
   cmd->add_option("--max-draft-rows", flags->max_draft_rows, "largest draft pass measured")->check(CLI::Range(1, 256));
   cmd->add_option("--repeats", flags->repeats, "passes per size (the median is kept)")->check(CLI::Range(1, 100));
+  cmd->add_option("--prefix", flags->prefix, "tokens in the cache when a pass is timed (engines read the profile of the defaults)")
+      ->check(CLI::Range(1, 65536));
+  cmd->add_option("--long-prefix", flags->long_prefix,
+                  "a longer cache where some sizes are timed too, to price passes by context (0 = none)")
+      ->check(CLI::Range(0, 65536));
   cmd->add_flag("--json", flags->json, "print the profile as JSON");
   cmd->add_flag("--if-missing", flags->if_missing,
                 "measure only when no profile is cached for these models on this machine (else print the cached one)");
