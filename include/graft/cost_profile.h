@@ -87,7 +87,11 @@ struct CurveSampler {
 // a pass, and the first pass of one model after the other's shared the 2 cores with
 // the other's spinning threads (measured on a 2-core EPYC: the target's 1-row pass
 // 56-63 ms against 44-46 in plain decoding, the draft's 38 against 28; the other
-// sizes were unaffected). Profiles measured so are priced as decoding runs.
+// sizes were unaffected). Profiles measured so are priced as decoding runs. A curve's
+// first four sizes are timed three times a round (before, between and after the two
+// halves of its other sizes), so their medians are of 3 x `repeats` samples spread
+// over the round: every ratio is taken against the 1-row pass, most steps verify that
+// few rows, and single samples here spread by 10-20%.
 std::vector<std::vector<double>> MedianCurves(const std::vector<CurveSampler>& curves, int32_t repeats);
 
 // Writes `profile` atomically (temporary file, then rename) to CostProfilePath.

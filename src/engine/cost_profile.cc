@@ -25,8 +25,12 @@ namespace {
 
 // 2: each curve's passes follow a settling pass (MedianCurves); version 1 priced the
 // first size of each curve too dear, so such profiles are measured again.
-// 3: some sizes are also timed at a longer cache (long_prefix), for ContextCost.
+// 3: some sizes are also timed at a longer cache (long_prefix), for ContextCost, and
+// the smallest sizes three times a round (MedianCurves).
 constexpr int kProfileVersion = 3;
+
+// The sizes of a curve that MedianCurves times three times a round.
+constexpr size_t kSmallSizes = 4;
 
 // The sizes timed at the long prefix: enough to fit ContextCost's two slopes.
 std::vector<int32_t> LongSizes(int32_t max_rows) {
@@ -194,10 +198,23 @@ std::vector<std::vector<double>> MedianCurves(const std::vector<CurveSampler>& c
       for (int32_t n = 1; n <= curves[c].max_rows; ++n) sizes[c].push_back(n);
     }
   }
+  // Each round times a curve's first kSmallSizes sizes three times, before, between
+  // and after the halves of its other sizes: they are cheap, most steps verify that
+  // few rows, and every ratio is taken against the 1-row pass, so a spell that slows
+  // one part of a round must not make them its samples.
   for (int32_t r = 0; r < std::max(1, repeats); ++r) {
     for (size_t c = 0; c < curves.size(); ++c) {
       if (curves.size() > 1 && curves[c].max_rows >= 1) curves[c].time_pass(1);  // settling pass, not timed
-      for (int32_t n : sizes[c]) samples[c][n].push_back(curves[c].time_pass(n));
+      const size_t small = std::min(sizes[c].size(), kSmallSizes);
+      const size_t half = small + (sizes[c].size() - small) / 2;
+      const auto time = [&](size_t from, size_t to) {
+        for (size_t i = from; i < to; ++i) samples[c][sizes[c][i]].push_back(curves[c].time_pass(sizes[c][i]));
+      };
+      time(0, small);
+      time(small, half);
+      time(0, small);
+      time(half, sizes[c].size());
+      time(0, small);
     }
   }
   std::vector<std::vector<double>> out(curves.size());

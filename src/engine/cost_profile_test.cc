@@ -139,7 +139,8 @@ TEST(MedianCurvesTest, ASlowSpellDoesNotBendTheCurves) {
         {4, [&](int32_t n) { return clock(4.0 + n); }},
     };
     const auto got = MedianCurves(curves, 3);
-    EXPECT_EQ(calls, 3 * (1 + 12 + 1 + 4));  // each curve's sizes after a settling pass
+    // Each curve's sizes after a settling pass, its first four sizes three times.
+    EXPECT_EQ(calls, 3 * ((1 + 12 + 2 * 4) + (1 + 3 * 4)));
     ASSERT_EQ(got.size(), 2u);
     ASSERT_EQ(got[0].size(), 13u);
     ASSERT_EQ(got[1].size(), 5u);
@@ -168,16 +169,31 @@ TEST(MedianCurvesTest, TheFirstPassAfterTheOtherCurvesIsNotTimed) {
   // One curve alone has no other model's threads to wait out: no extra pass.
   int calls = 0;
   MedianCurves({{3, [&](int32_t) { return ++calls, 1.0; }}}, 2);
-  EXPECT_EQ(calls, 6);
+  EXPECT_EQ(calls, 2 * 3 * 3);  // every size is one of the first four: three times a round
 }
 
 // A curve may be timed at some of its sizes only: the others are never run and read 0.
-TEST(MedianCurvesTest, TimesOnlyTheSizesAskedFor) {
+// The first four are timed before, between and after the halves of the others.
+TEST(MedianCurvesTest, TimesOnlyTheSizesAskedForTheFirstFourThreeTimes) {
   std::vector<int32_t> ran;
-  const auto got = MedianCurves({{8, [&](int32_t n) { return ran.push_back(n), 2.0 * n; }, {1, 2, 4, 8}}}, 2);
-  EXPECT_EQ(ran, (std::vector<int32_t>{1, 2, 4, 8, 1, 2, 4, 8}));
-  EXPECT_EQ(got[0], (std::vector<double>{0, 2, 4, 0, 8, 0, 0, 0, 16}));
+  const auto got =
+      MedianCurves({{12, [&](int32_t n) { return ran.push_back(n), 2.0 * n; }, {1, 2, 4, 6, 8, 10, 12}}}, 1);
+  EXPECT_EQ(ran, (std::vector<int32_t>{1, 2, 4, 6, 8, 1, 2, 4, 6, 10, 12, 1, 2, 4, 6}));
+  EXPECT_EQ(got[0], (std::vector<double>{0, 2, 4, 0, 8, 0, 12, 0, 16, 0, 20, 0, 24}));
   EXPECT_THROW(MedianCurves({{4, [](int32_t) { return 1.0; }, {5}}}, 1), Error);
+}
+
+// A slow spell over the first half of every round (the first four sizes' first
+// samples and the next sizes): the 1-row median is still a quiet sample.
+TEST(MedianCurvesTest, ASpellOverPartOfEveryRoundMissesTheSmallSizesMedian) {
+  int in_round = 0;
+  const auto got = MedianCurves({{8, [&](int32_t n) {
+                                    const bool slow = in_round++ % 16 < 6;  // 16 passes a round
+                                    return (slow ? 1.5 : 1.0) * (40.0 + 10.0 * n);
+                                  }}},
+                                3);
+  EXPECT_EQ(in_round, 3 * 16);
+  for (int32_t n = 1; n <= 4; ++n) EXPECT_DOUBLE_EQ(got[0][n], 40.0 + 10.0 * n) << n;
 }
 
 TEST(MedianCurvesTest, RoundsToAMicrosecondAndNeverZero) {
