@@ -286,6 +286,7 @@ struct Harness::Impl {
       if (ar == nullptr) continue;
       if (costs != nullptr && !r.config.is_peer()) {
         const double mine = ModelledMs(r.stats, *costs), base = ModelledMs(ar->stats, *costs);
+        if (mine > 0) r.modelled_ms = mine;
         if (mine > 0 && base > 0 && ar->stats.n_generated > 0) {
           r.modelled_speedup = (r.stats.n_generated / mine) / (ar->stats.n_generated / base);
         }

@@ -117,6 +117,7 @@ struct BenchRow {
   // The speedup with every pass priced by the cost profile instead of the clock
   // (ModelledMs): the method's effect without the machine's noise. Our methods only.
   std::optional<double> modelled_speedup;
+  std::optional<double> modelled_ms;  // the row's passes priced by the cost profile (ModelledMs)
 
   int32_t new_tokens() const { return stats.n_generated; }
   double decode_tps() const { return stats.t_decode_ms > 0 ? stats.n_generated * 1000.0 / stats.t_decode_ms : 0; }

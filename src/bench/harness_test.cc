@@ -255,8 +255,11 @@ TEST_F(HarnessTest, EndToEndFilesSummaryAndIdentities) {
   EXPECT_DOUBLE_EQ(sum["ar"]["categories"]["chat"]["speedup"].get<double>(), 1.0);
   EXPECT_DOUBLE_EQ(sum["ar"]["modelled_speedup"].get<double>(), 1.0);
   EXPECT_TRUE(j["steadiness"].is_object());
+  EXPECT_GT(j["steadiness"]["of_profile"].get<double>(), 0.0);  // ar's passes against the profile's price
   for (size_t i = 0; i < h.rows().size(); ++i) {
     EXPECT_EQ(j["rows"][i]["pass_rows"].get<std::vector<int32_t>>(), h.rows()[i].stats.pass_rows) << i;
+    EXPECT_EQ(j["rows"][i]["pass_context"].get<double>(), h.rows()[i].stats.pass_context) << i;
+    EXPECT_NEAR(*h.rows()[i].modelled_ms, ModelledMs(h.rows()[i].stats, costs), 1e-9) << i;
   }
   // "<method>" is its best budget.
   for (const char* m : {"chain", "tree", "graft", "oracle"}) {

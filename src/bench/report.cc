@@ -155,12 +155,18 @@ json RowJson(const BenchRow& r) {
   return j;
 }
 
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
 // ar's ms per target pass across its rows (see "steadiness" in report.h).
 json Steadiness(const std::vector<BenchRow>& rows) {
-  std::vector<double> ms;
+  std::vector<double> ms, priced;
   for (const BenchRow& r : rows) {
     if (r.config.method == Method::kAr && !r.config.is_peer() && r.error.empty() && r.stats.n_passes > 0) {
       ms.push_back(r.stats.t_verify_ms / r.stats.n_passes);
+      if (r.modelled_ms && *r.modelled_ms > 0) priced.push_back(r.stats.t_verify_ms / *r.modelled_ms);
     }
   }
   if (ms.empty()) return nullptr;
@@ -168,10 +174,11 @@ json Steadiness(const std::vector<BenchRow>& rows) {
   const double spread = Div(ms.back(), ms.front());
   return {{"n", ms.size()},
           {"min", ms.front()},
-          {"median", ms.size() % 2 ? ms[ms.size() / 2] : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2},
+          {"median", Median(ms)},
           {"max", ms.back()},
           {"spread", spread},
-          {"steady", spread <= kSteadySpread}};
+          {"steady", spread <= kSteadySpread},
+          {"of_profile", priced.empty() ? json(nullptr) : json(Median(priced))}};
 }
 
 json Summarize(const std::vector<BenchRow>& rows, const std::vector<BenchConfig>& configs,
@@ -298,6 +305,17 @@ std::string MarkdownText(const json& res, const std::vector<std::string>& catego
       os << " **The machine was not steady**: the same work took " << Num(s["spread"].get<double>(), 2)
          << "x as long on ar's slowest prompt as on its fastest, so single-prompt ratios carry that noise; "
             "compare categories, rerun on a quiet machine or with more --reps.";
+    }
+    if (s.contains("of_profile") && s["of_profile"].is_number()) {
+      const double of = s["of_profile"].get<double>();
+      os << " They ran at " << Num(of, 2) << "x the cost profile's price (median over ar's rows).";
+      if (of < kProfileMatch.first || of > kProfileMatch.second) {
+        os << " **The cost profile does not match this run**: graft sizes its trees by the profile's ratios; if "
+              "only the 1-row pass ran at another speed than when the profile was measured (not the whole "
+              "machine), every extra row was priced "
+           << (of < 1 ? "cheaper" : "dearer")
+           << " than it was. `graft tune` measures the profile again (on a quiet machine).";
+      }
     }
     os << "\n";
   }

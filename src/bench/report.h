@@ -17,6 +17,9 @@
 //               max / min, steady = spread <= kSteadySpread}; null without ar rows. ar
 //               does the same work in every pass, so a wide spread is the machine's
 //               noise (a busy neighbour, a VM slowing down), which every ratio carries.
+//               of_profile: the median over ar's rows of its pass time / the cost
+//               profile's price for its passes (null without a profile); outside
+//               kProfileMatch the report says the profile does not match the run.
 // An entry: n, speedup (mean over prompts of decode tokens/s / ar's), e2e_speedup (mean
 // of ar's wall ms for as many tokens / the row's wall ms, prefill included),
 // modelled_speedup (mean of BenchRow::modelled_speedup; null for peers), tokens_per_s, wall_tokens_per_s, tau (sum new tokens
@@ -29,6 +32,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/harness.h"
@@ -43,6 +47,10 @@ nlohmann::json RowJson(const BenchRow& row);
 // Largest max / min of ar's ms per pass still called steady. Context length alone moves
 // it by a few percent (a 1024-token prompt's attention); 30% is not from the work.
 inline constexpr double kSteadySpread = 1.3;
+// ar's passes over the profile's price (steadiness.of_profile) within which the cost
+// profile is taken to match the run: the spread of one profile's 1-row pass between
+// measurements on a quiet 2-core EPYC (44.6-48.7 ms) is about 10%.
+inline constexpr std::pair<double, double> kProfileMatch = {0.87, 1.15};
 
 // {"summary": ..., "summary_by_temp": ..., "steadiness": ...} as documented above.
 nlohmann::json Summarize(const std::vector<BenchRow>& rows, const std::vector<BenchConfig>& configs,

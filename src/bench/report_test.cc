@@ -67,6 +67,34 @@ TEST(ReportTest, MarkdownWarnsWhenTheMachineWasNotSteady) {
   EXPECT_FALSE(res["steadiness"]["steady"].get<bool>());
   md = MarkdownText(res, {"chat"});
   EXPECT_NE(md.find("**The machine was not steady**: the same work took 3.00x as long"), std::string::npos) << md;
+  EXPECT_TRUE(res["steadiness"]["of_profile"].is_null());  // no profile priced the rows
+  EXPECT_EQ(md.find("cost profile's price"), std::string::npos) << md;
+}
+
+// ar's passes against the cost profile's price for them: the median ratio, and a
+// warning when the profile does not match the run (priced 1.25x what they took).
+TEST(ReportTest, SaysWhenTheCostProfileDoesNotMatchTheRun) {
+  json res;
+  res["configs"] = json::array();
+  res["summary_by_temp"] = json::object();
+  res["status"] = json::object();
+  std::vector<BenchRow> rows = {Row(Method::kAr, 800, 10), Row(Method::kAr, 1000, 10), Row(Method::kAr, 900, 10)};
+  for (BenchRow& r : rows) r.modelled_ms = r.stats.t_verify_ms * 1.05;  // priced 5% dear: a match
+  res["steadiness"] = Summarize(rows, Configs(), {"chat"})["steadiness"];
+  EXPECT_NEAR(res["steadiness"]["of_profile"].get<double>(), 1 / 1.05, 1e-12);
+  std::string md = MarkdownText(res, {"chat"});
+  EXPECT_NE(md.find("They ran at 0.95x the cost profile's price"), std::string::npos) << md;
+  EXPECT_EQ(md.find("does not match"), std::string::npos) << md;
+  for (BenchRow& r : rows) r.modelled_ms = r.stats.t_verify_ms * 1.25;
+  res["steadiness"] = Summarize(rows, Configs(), {"chat"})["steadiness"];
+  md = MarkdownText(res, {"chat"});
+  EXPECT_NE(md.find("They ran at 0.80x the cost profile's price"), std::string::npos) << md;
+  EXPECT_NE(md.find("**The cost profile does not match this run**"), std::string::npos) << md;
+  EXPECT_NE(md.find("every extra row was priced cheaper than it was"), std::string::npos) << md;
+  for (BenchRow& r : rows) r.modelled_ms = r.stats.t_verify_ms / 1.3;
+  res["steadiness"] = Summarize(rows, Configs(), {"chat"})["steadiness"];
+  md = MarkdownText(res, {"chat"});
+  EXPECT_NE(md.find("priced dearer than it was"), std::string::npos) << md;
 }
 
 }  // namespace
