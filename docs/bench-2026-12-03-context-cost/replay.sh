@@ -1,21 +1,13 @@
 #!/bin/bash
+# The replay table of README.md: per profile, the policy deciding at the profile's prefix
+# (--no-context) and at each step's context; every step priced at its context both ways.
+#   docs/bench-2026-12-03-context-cost/replay.sh docs/bench-2026-12-03-context-cost/cost-profile-*.json
 cd "$(dirname "$0")/../.."
 S=docs/bench-2026-12-02-shadow
 python3 $S/shuffle.py /tmp/shadow-sets > /dev/null
 T=docs/bench-2026-12-02-request-trust/traces
 XT=docs/bench-2026-12-01-explore/traces
-summary() {
-  python3 -c "
-import sys, math, collections
-c = collections.defaultdict(list); v = []
-for l in sys.stdin:
-    w = l.split()
-    if len(w) == 5 and '/' in w[0]:
-        x = float(w[4].rstrip('x')); c[w[0].split('/')[0]].append(x); v.append(x)
-g = lambda v: math.exp(sum(map(math.log, v)) / len(v))
-print('all %.3f  min %.2f  below 0.95: %2d  |' % (g(v), min(v), sum(x < .95 for x in v)),
-      ' '.join('%s %.2f' % (k[:5], g(x)) for k, x in sorted(c.items())))"
-}
+summary() { python3 docs/bench-2026-12-03-loss-budget/replay_summary.py; }
 for p in "$@"; do
   for flags in "--no-context" ""; do
     printf "%-28s %-14s " "$(basename $p .json)" "${flags:-context}"

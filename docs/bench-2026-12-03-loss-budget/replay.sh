@@ -9,18 +9,7 @@ XT=docs/bench-2026-12-01-explore/traces
 PROFILES="docs/bench-2026-12-01-siblings/cost-profile-2026-12-02.json docs/bench-2026-12-02-request-trust/cost-profile-epyc-now.json docs/bench-2026-12-02-draft-batching/cost-profile-epyc-2026-12-02.json docs/bench-2026-12-03-loss-budget/cost-profile-epyc-2026-12-03.json docs/bench-2026-12-03-loss-budget/cost-profile-epyc-2026-12-03-v2.json"
 # Per profile and setting: geometric mean over every prompt of the four groups below,
 # the slowest prompt, how many ran below 0.95x, and the geometric mean per category.
-summary() {
-  python3 -c "
-import sys, math, collections
-c = collections.defaultdict(list); v = []
-for l in sys.stdin:
-    w = l.split()
-    if len(w) == 5 and '/' in w[0]:
-        x = float(w[4].rstrip('x')); c[w[0].split('/')[0]].append(x); v.append(x)
-g = lambda v: math.exp(sum(map(math.log, v)) / len(v))
-print('all %.3f  min %.2f  below 0.95: %2d  |' % (g(v), min(v), sum(x < .95 for x in v)),
-      ' '.join('%s %.2f' % (k[:5], g(x)) for k, x in sorted(c.items())))"
-}
+summary() { python3 docs/bench-2026-12-03-loss-budget/replay_summary.py; }
 echo "# prompts: spec60 code16 long4 (request-trust traces), hold24, the Xeon's spec30 code12 long3, mix-s2 (164 outputs)"
 for p in $PROFILES; do
   for flags in "--max-loss -1" "" "--max-loss 0.03 --loss-grant 3" "--max-loss 0.05 --loss-grant 1"; do

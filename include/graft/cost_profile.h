@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,9 @@ struct CurveSampler {
 // over the round: every ratio is taken against the 1-row pass, most steps verify that
 // few rows, and single samples here spread by 10-20%.
 std::vector<std::vector<double>> MedianCurves(const std::vector<CurveSampler>& curves, int32_t repeats);
+
+// `profile` as the JSON object it is cached as (its version, key, date and curves).
+nlohmann::json CostProfileJson(const CostProfile& profile);
 
 // Writes `profile` atomically (temporary file, then rename) to CostProfilePath.
 // Throws graft::Error naming the file when it cannot.

@@ -263,22 +263,25 @@ CostProfile MeasureCostProfile(const Model& target, const Model* draft, const Co
   return p;
 }
 
+nlohmann::json CostProfileJson(const CostProfile& p) {
+  return {{"version", kProfileVersion},
+          {"key", p.key},
+          {"measured_at", p.measured_at},
+          {"prefix", p.prefix},
+          {"verify_ms", p.verify_ms},
+          {"draft_ms", p.draft_ms},
+          {"long_prefix", p.long_prefix},
+          {"verify_ms_long", p.verify_ms_long},
+          {"draft_ms_long", p.draft_ms_long}};
+}
+
 void SaveCostProfile(const CostProfile& p, const CostProfileOptions& o) {
   const fs::path path = CostProfilePath(p.key, o);
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
   if (ec) throw Error("cannot create the profile folder " + path.parent_path().string() + ": " + ec.message());
-  const nlohmann::json j = {{"version", kProfileVersion},
-                            {"key", p.key},
-                            {"measured_at", p.measured_at},
-                            {"prefix", p.prefix},
-                            {"verify_ms", p.verify_ms},
-                            {"draft_ms", p.draft_ms},
-                            {"long_prefix", p.long_prefix},
-                            {"verify_ms_long", p.verify_ms_long},
-                            {"draft_ms_long", p.draft_ms_long}};
   try {
-    WriteFileAtomic(path.string(), j.dump(1) + "\n");
+    WriteFileAtomic(path.string(), CostProfileJson(p).dump(1) + "\n");
   } catch (const Error& e) {
     throw Error(std::string("cannot write the cost profile: ") + e.what());
   }

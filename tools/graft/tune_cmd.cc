@@ -51,16 +51,9 @@ int RunTune(const TuneFlags& f) {
   }
   const std::string path = CostProfilePath(p.key, o);
   if (f.json) {
-    printf("%s\n", nlohmann::json{{"path", path},
-                                  {"key", p.key},
-                                  {"prefix", p.prefix},
-                                  {"verify_ms", p.verify_ms},
-                                  {"draft_ms", p.draft_ms},
-                                  {"long_prefix", p.long_prefix},
-                                  {"verify_ms_long", p.verify_ms_long},
-                                  {"draft_ms_long", p.draft_ms_long}}
-                       .dump(1)
-                       .c_str());
+    nlohmann::json j = CostProfileJson(p);
+    j["path"] = path;
+    printf("%s\n", j.dump(1).c_str());
     return 0;
   }
   printf("profile %s\n  %s\n\n", path.c_str(), p.key.c_str());
