@@ -224,16 +224,6 @@ void Replayer::KeepCorrectPath(int32_t max_depth, graft::TokenTree* tree) const 
   }
 }
 
-// A profile's target curves (graft tune's JSON; draft curves are not replayed), its
-// long-prefix curve when it has one.
-graft::CostModel ReadCosts(const json& j) {
-  graft::CostProfile p;
-  p.verify_ms = j.at("verify_ms").get<std::vector<double>>();
-  p.prefix = j.value("prefix", 0);
-  p.long_prefix = j.value("long_prefix", 0);
-  if (j.contains("verify_ms_long")) p.verify_ms_long = j.at("verify_ms_long").get<std::vector<double>>();
-  return graft::CostModel::Of(p);
-}
 
 json ReadJson(const std::string& path) {
   std::ifstream in(path);
@@ -290,7 +280,9 @@ int Run(int argc, char** argv) {
     return 2;
   }
   json pj = ReadJson(profile);
-  Replayer r{ReadCosts(pj), ReadCosts(pj), context, budget, fixed,
+  // The profile's curves, and its long-prefix curve when it has one (draft passes are not replayed).
+  const graft::CostModel costs = graft::CostModel::Of(graft::CostProfileFromJson(pj));
+  Replayer r{costs, costs, context, budget, fixed,
               graft::Calibration(graft::CalibrationOptions{.source_scale_prior = scale_prior, .explore_strength = explore,
                                                        .request_strength = request_strength})};
   r.retrieval.confidence_alpha = alpha;

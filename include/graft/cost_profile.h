@@ -99,6 +99,12 @@ std::vector<std::vector<double>> MedianCurves(const std::vector<CurveSampler>& c
 // `profile` as the JSON object it is cached as (its version, key, date and curves).
 nlohmann::json CostProfileJson(const CostProfile& profile);
 
+// The profile in `json` (CostProfileJson's fields; a profile before version 3 has no
+// prefixes or long curves: 0 and empty). Checks only the long curves (no longer than
+// their base, no negative value); throws graft::Error or a JSON exception otherwise
+// or when a curve is missing. Callers check the version, key and sizes they need.
+CostProfile CostProfileFromJson(const nlohmann::json& json);
+
 // Writes `profile` atomically (temporary file, then rename) to CostProfilePath.
 // Throws graft::Error naming the file when it cannot.
 void SaveCostProfile(const CostProfile& profile, const CostProfileOptions& options);

@@ -127,15 +127,7 @@ std::optional<CostProfile> TryLoad(const std::string& path, const std::string& k
   try {
     const nlohmann::json j = nlohmann::json::parse(in);
     if (j.at("version").get<int>() != kProfileVersion || j.at("key").get<std::string>() != key) return std::nullopt;
-    CostProfile p;
-    p.key = key;
-    p.verify_ms = j.at("verify_ms").get<std::vector<double>>();
-    p.draft_ms = j.at("draft_ms").get<std::vector<double>>();
-    p.measured_at = j.value("measured_at", "");
-    p.prefix = j.at("prefix").get<int32_t>();
-    p.long_prefix = j.value("long_prefix", 0);
-    p.verify_ms_long = LongCurve(j, "verify_ms_long", p.verify_ms.size());
-    p.draft_ms_long = LongCurve(j, "draft_ms_long", p.draft_ms.size());
+    CostProfile p = CostProfileFromJson(j);
     if (p.prefix != o.prefix || p.long_prefix != o.long_prefix) return std::nullopt;
     if (static_cast<int32_t>(p.verify_ms.size()) < o.max_rows + 1) return std::nullopt;
     if (need_draft && static_cast<int32_t>(p.draft_ms.size()) < o.max_draft_rows + 1) return std::nullopt;
@@ -273,6 +265,19 @@ nlohmann::json CostProfileJson(const CostProfile& p) {
           {"long_prefix", p.long_prefix},
           {"verify_ms_long", p.verify_ms_long},
           {"draft_ms_long", p.draft_ms_long}};
+}
+
+CostProfile CostProfileFromJson(const nlohmann::json& j) {
+  CostProfile p;
+  p.key = j.value("key", "");
+  p.verify_ms = j.at("verify_ms").get<std::vector<double>>();
+  p.draft_ms = j.at("draft_ms").get<std::vector<double>>();
+  p.measured_at = j.value("measured_at", "");
+  p.prefix = j.value("prefix", 0);
+  p.long_prefix = j.value("long_prefix", 0);
+  p.verify_ms_long = LongCurve(j, "verify_ms_long", p.verify_ms.size());
+  p.draft_ms_long = LongCurve(j, "draft_ms_long", p.draft_ms.size());
+  return p;
 }
 
 void SaveCostProfile(const CostProfile& p, const CostProfileOptions& o) {
