@@ -159,8 +159,10 @@ struct Replayer {
       t->tokens += static_cast<int64_t>(emitted.size());
       t->passes += 1;
       t->rows += tree.size();
-      t->ms += price.VerifyMs(tree.size());
-      loss.Observe(cost.VerifyMs(tree.size()), cost.VerifyMs(1), static_cast<int32_t>(emitted.size()));
+      const int32_t accepted = static_cast<int32_t>(emitted.size()) - 1;  // a lazy pass reads rows 0..accepted
+      t->ms += price.VerifyMs(tree.size()) + price.ReadMs(accepted);
+      loss.Observe(cost.VerifyMs(tree.size()) + cost.ReadMs(accepted), cost.VerifyMs(1),
+                   static_cast<int32_t>(emitted.size()));
       t->ar_ms += price.VerifyMs(1) * static_cast<double>(emitted.size());
       if (shadow_on) shadow.Commit(emitted, &calibration);
       request.Append(emitted);
@@ -212,7 +214,7 @@ void Replayer::KeepCorrectPath(int32_t max_depth, graft::TokenTree* tree) const 
   int32_t keep = 0;
   double best = 1.0 / cost.VerifyMs(1);
   for (int32_t d = 1; d <= correct; ++d) {
-    const double rate = (d + 1) / cost.VerifyMs(d + 1);
+    const double rate = (d + 1) / (cost.VerifyMs(d + 1) + cost.ReadMs(d));
     if (rate > best) best = rate, keep = d;
   }
   int32_t node = -1, at = 0;

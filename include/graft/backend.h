@@ -104,6 +104,14 @@ struct ContextOptions {
   int32_t n_seq_max = 64;   // sequence ids per lane available to a tree (its number of leaves)
   int32_t max_tree = 64;    // largest tree EvalTree accepts (outputs per pass)
   int32_t n_lanes = 1;      // token streams sharing the cache (n_lanes x n_seq_max <= 256)
+  // The output layer (hidden state -> n_vocab logits) of a pass with several output
+  // rows runs only for the rows whose Logits are read, one row at a time, as a 1-row
+  // pass runs it; llama.cpp stops the pass before it. A verified tree reads only the
+  // rows of its accepted path, so a rejected row costs its transformer layers alone.
+  // Used only where it gives llama.cpp's logits bit for bit: the context checks its
+  // first 1-row pass, and falls back to llama.cpp's own output layer for good when
+  // the graph does not end in one plain matrix product or the two differ.
+  bool lazy_logits = false;
 };
 
 // One lane's share of a pass (Context::EvalLanes): a chunk of its prompt, decoded
@@ -151,7 +159,10 @@ class Context {
   std::vector<int32_t> EvalLanes(const std::vector<LaneWork>& work);
 
   // Logits of batch row i of the last decode ([n_vocab], valid until the next decode).
+  // With lazy_logits, the first read of a row computes it.
   const float* Logits(int32_t i) const;
+  // Whether the last pass left its output layer to Logits (ContextOptions::lazy_logits).
+  bool lazy_pass() const;
 
   // After EvalTree: keeps the lane's prefix plus the nodes `path` (root first, a
   // root-to-node path of the evaluated tree) and drops every other tree node.
@@ -192,6 +203,8 @@ class Context {
 
   const Model& model_;
   llama_context* ctx_ = nullptr;
+  struct LazyHead;  // ContextOptions::lazy_logits; null when off
+  std::unique_ptr<LazyHead> lazy_;
   struct BatchHolder;
   std::unique_ptr<BatchHolder> batch_;
   int32_t n_ctx_ = 0;

@@ -61,6 +61,10 @@ struct EngineConfig {
   // cold), written by SaveLearned. "" = start cold and keep nothing. The tokens do not
   // depend on it beyond near-ties (lossless); the trees, and so the speed, do.
   std::string learned_state;
+  // The target's output layer only for the rows verification reads (ContextOptions::
+  // lazy_logits): a rejected row costs its layers alone. The cost profile is measured
+  // the same way (CostProfileOptions::lazy_logits).
+  bool lazy_logits = true;
 };
 
 struct DecodeOptions {
@@ -130,6 +134,9 @@ struct GenerationStats {
   // n_draft_passes; a catch-up counts its tokens). Priced by a cost profile they give
   // what the run would cost on a steady machine (graft bench's modelled speedup).
   std::vector<int32_t> pass_rows, draft_pass_rows;
+  // pass_accepted[a] = target passes whose tree had a proposed nodes accepted: a lazy
+  // pass reads the logits of its rows 0..a (CostModel::ReadMs prices them).
+  std::vector<int32_t> pass_accepted;
   // Sums over target passes of the request's tokens L when the pass ran, and of rows
   // x L: with pass_rows they price each pass at its context (ContextCost is linear).
   double pass_context = 0, pass_row_context = 0;

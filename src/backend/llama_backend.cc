@@ -1,4 +1,7 @@
 // llama.cpp adapter. See include/graft/backend.h for the contracts.
+#include <ggml-backend.h>
+#include <ggml-cpu.h>
+#include <ggml.h>
 #include <llama.h>
 
 #include <algorithm>
@@ -212,6 +215,192 @@ struct Context::BatchHolder {
   ~BatchHolder() { llama_batch_free(batch); }
 };
 
+// ContextOptions::lazy_logits. llama.cpp's graph for a decoder ends in the output
+// norm ("result_norm", the hidden states of the output rows) and the output layer
+// ("result_output" = mul_mat(weight, result_norm)). Its scheduler asks an eval
+// callback which nodes it wants to see, and stops computing when the callback
+// returns false after one: so a lazy pass stops after result_norm, keeps the hidden
+// states, and Logits computes a row's product with ggml's own mul_mat over one
+// column, the very kernel a 1-row pass runs. Passes that run whole (1 output row)
+// show the graph's last nodes, which tell whether it is that plain product.
+struct Context::LazyHead {
+  int32_t n_threads = 2;
+  int32_t n_embd = 0, n_vocab = 0;
+  // Learnt from passes that ran whole.
+  const ggml_tensor* weight = nullptr;  // the output layer's
+  bool plain = false;        // result_output = mul_mat(weight, result_norm), the graph's last node
+  bool other_ops = false;    // a node after result_output, or an output layer of another shape: never lazy
+  bool seen_output = false;  // this pass has shown result_output
+  int32_t checks = 0;        // 1-row passes compared bit for bit
+  bool verified = false;     // and equal
+  bool failed = false;       // and different: never lazy
+  // This pass.
+  bool armed = false;    // stops after result_norm
+  bool capture = false;  // copies result_norm and runs whole (a check)
+  int32_t n_outputs = 0;
+  std::vector<int32_t> out_index;  // batch row -> output row, -1 for none
+  std::vector<float> hidden;       // [n_outputs x n_embd]
+  std::vector<float> rows;         // computed logits, [n_outputs x n_vocab]
+  std::vector<uint8_t> have;       // [n_outputs]
+  int32_t misses = 0;  // rows of this pass computed on a read of their own
+  // Columns through the output layer, out = weight x h, 2^g of them in blocks[g].
+  static constexpr int32_t kMaxBlockLog = 10;
+  struct Block {
+    ggml_tensor *w = nullptr, *h = nullptr, *out = nullptr;
+    ggml_cgraph* graph = nullptr;
+    ggml_cplan plan{};
+    std::vector<uint8_t> work;
+  };
+  ggml_context* gctx = nullptr;
+  Block blocks[kMaxBlockLog];
+
+  ~LazyHead() {
+    if (gctx != nullptr) ggml_free(gctx);
+  }
+
+  bool Usable() const { return plain && !other_ops && !failed && weight != nullptr; }
+
+  static bool Eval(ggml_tensor* t, bool ask, void* user) {
+    auto* L = static_cast<LazyHead*>(user);
+    const bool is_norm = std::strcmp(ggml_get_name(t), "result_norm") == 0;
+    if (ask) {
+      if (!L->armed) L->Learn(t);
+      return (L->armed || L->capture) && is_norm;
+    }
+    if (is_norm) {
+      L->Keep(t);
+      return !L->armed;  // false: stop before the output layer
+    }
+    return true;
+  }
+
+  // A node of a pass that runs whole, in graph order.
+  void Learn(const ggml_tensor* t) {
+    if (seen_output) {
+      other_ops = true;  // something (a soft cap, a bias) follows the product
+      return;
+    }
+    if (std::strcmp(ggml_get_name(t), "result_output") != 0) return;
+    seen_output = true;
+    const ggml_tensor* wt = t->src[0];
+    const bool shape = t->op == GGML_OP_MUL_MAT && t->src[1] != nullptr &&
+                       std::strcmp(ggml_get_name(t->src[1]), "result_norm") == 0 && wt != nullptr &&
+                       wt->ne[0] == n_embd && wt->ne[1] == n_vocab && wt->ne[2] == 1 && wt->ne[3] == 1 &&
+                       ggml_is_contiguous(wt) && wt->buffer != nullptr && ggml_backend_buffer_is_host(wt->buffer) &&
+                       std::strstr(ggml_backend_buffer_name(wt->buffer), "REPACK") == nullptr &&
+                       t->src[1]->type == GGML_TYPE_F32;
+    if (!shape || (weight != nullptr && weight != wt)) {
+      other_ops = true;
+      return;
+    }
+    weight = wt;
+    plain = true;
+  }
+
+  // result_norm was computed: its rows are the output rows' hidden states.
+  void Keep(const ggml_tensor* t) {
+    if (t->type != GGML_TYPE_F32 || t->ne[0] != n_embd || t->ne[1] != n_outputs || !ggml_is_contiguous(t)) {
+      other_ops = true;
+      hidden.clear();
+      return;
+    }
+    hidden.resize(static_cast<size_t>(n_outputs) * n_embd);
+    if (ggml_backend_buffer_is_host(t->buffer)) {
+      std::memcpy(hidden.data(), t->data, hidden.size() * sizeof(float));
+    } else {
+      ggml_backend_tensor_get(t, hidden.data(), 0, hidden.size() * sizeof(float));
+    }
+  }
+
+  // Before a pass over `b` (n rows): which rows output, and whether it stops early.
+  void Begin(const llama_batch& b, int32_t n) {
+    out_index.assign(n, -1);
+    n_outputs = 0;
+    for (int32_t i = 0; i < n; ++i) {
+      if (b.logits[i]) out_index[i] = n_outputs++;
+    }
+    seen_output = false;
+    armed = Usable() && verified && n_outputs >= 2;
+    capture = !armed && !verified && !failed && checks < 1 && n_outputs == 1;
+    hidden.clear();
+  }
+
+  // After the pass.
+  void End(llama_context* ctx) {
+    if (armed) {
+      GRAFT_CHECK(hidden.size() == static_cast<size_t>(n_outputs) * n_embd,
+                  "lazy logits: the pass did not stop at the output norm");
+      rows.resize(static_cast<size_t>(n_outputs) * n_vocab);
+      have.assign(n_outputs, 0);
+      misses = 0;
+      return;
+    }
+    if (capture && Usable() && hidden.size() == static_cast<size_t>(n_embd)) {
+      // The check: this row through the output layer here, against llama.cpp's.
+      ++checks;
+      std::vector<float> mine(n_vocab);
+      Compute(hidden.data(), mine.data(), 1);
+      const float* theirs = llama_get_logits_ith(ctx, -1);
+      verified = theirs != nullptr && std::memcmp(mine.data(), theirs, n_vocab * sizeof(float)) == 0;
+      failed = !verified;
+    }
+    capture = false;
+  }
+
+  // logits[j] = weight x x[j] for j < k columns (k a power of two: a graph each,
+  // built once). ggml's mul_mat takes every element from the same vec_dot, whatever k.
+  void Compute(const float* x, float* logits, int32_t k) {
+    int32_t g = 0;
+    while ((1 << g) < k) ++g;
+    GRAFT_CHECK((1 << g) == k, "lazy logits: blocks are powers of two");
+    if (gctx == nullptr) {
+      ggml_init_params ip{};
+      ip.mem_size = 3 * kMaxBlockLog * ggml_tensor_overhead() + kMaxBlockLog * ggml_graph_overhead() + 4096;
+      ip.mem_buffer = nullptr;
+      ip.no_alloc = true;  // the weight is llama.cpp's; the columns and rows are ours
+      gctx = ggml_init(ip);
+      GRAFT_CHECK(gctx != nullptr, "lazy logits: ggml_init failed");
+    }
+    GRAFT_CHECK(g < kMaxBlockLog, "lazy logits: block too large");
+    Block& b = blocks[g];
+    if (b.graph == nullptr) {
+      b.w = ggml_new_tensor_2d(gctx, weight->type, n_embd, n_vocab);
+      b.h = ggml_new_tensor_2d(gctx, GGML_TYPE_F32, n_embd, k);
+      b.out = ggml_mul_mat(gctx, b.w, b.h);
+      b.graph = ggml_new_graph(gctx);
+      ggml_build_forward_expand(b.graph, b.out);
+      b.plan = ggml_graph_plan(b.graph, n_threads, nullptr);
+      b.work.resize(b.plan.work_size);
+      b.plan.work_data = b.work.data();
+    }
+    b.w->data = weight->data;
+    b.h->data = const_cast<float*>(x);
+    b.out->data = logits;
+    const ggml_status st = ggml_graph_compute(b.graph, &b.plan);
+    GRAFT_CHECK(st == GGML_STATUS_SUCCESS, "lazy logits: ggml_graph_compute failed");
+  }
+
+  // A row read: computed with the rows after it when the path has gone on past the
+  // first row read (1, then 2, 4, ... rows a miss), so a long accepted path reads the
+  // weight a few times, not once a row; a rejected tree computes one row.
+  const float* Row(int32_t batch_row) {
+    GRAFT_CHECK(batch_row >= 0 && batch_row < static_cast<int32_t>(out_index.size()) && out_index[batch_row] >= 0,
+                "no logits for batch row " + std::to_string(batch_row));
+    const int32_t o = out_index[batch_row];
+    if (!have[o]) {
+      int32_t k = 1;
+      while (2 * k <= (1 << std::min(misses, kMaxBlockLog - 1)) && o + 2 * k <= n_outputs && !have[o + 2 * k - 1]) {
+        k *= 2;
+      }
+      while (k > 1 && std::find(have.begin() + o, have.begin() + o + k, 1) != have.begin() + o + k) k /= 2;
+      Compute(hidden.data() + static_cast<size_t>(o) * n_embd, rows.data() + static_cast<size_t>(o) * n_vocab, k);
+      std::fill(have.begin() + o, have.begin() + o + k, 1);
+      ++misses;
+    }
+    return rows.data() + static_cast<size_t>(o) * n_vocab;
+  }
+};
+
 Context::Context(const Model& model, const ContextOptions& options) : model_(model) {
   EnsureBackend();
   if (options.n_ctx < 16) throw Error("context size must be at least 16 tokens");
@@ -233,6 +422,14 @@ Context::Context(const Model& model, const ContextOptions& options) : model_(mod
   p.n_threads_batch = options.n_threads;
   p.kv_unified = true;  // tokens with several seq ids need one unified stream
   p.no_perf = true;
+  if (options.lazy_logits) {
+    lazy_ = std::make_unique<LazyHead>();
+    lazy_->n_threads = options.n_threads;
+    lazy_->n_embd = llama_model_n_embd(model.model_);
+    lazy_->n_vocab = model.n_vocab();
+    p.cb_eval = &LazyHead::Eval;
+    p.cb_eval_user_data = lazy_.get();
+  }
   ctx_ = llama_init_from_model(model.model_, p);
   if (ctx_ == nullptr) {
     throw Error("llama.cpp could not create a context of " + std::to_string(p.n_ctx) + " tokens for " +
@@ -265,7 +462,10 @@ Context::LaneState& Context::Lane(int32_t lane) {
 
 void Context::DecodeChecked(int32_t n_tokens, const char* what) {
   batch_->batch.n_tokens = n_tokens;
+  if (lazy_) lazy_->Begin(batch_->batch, n_tokens);
   const int32_t rc = llama_decode(ctx_, batch_->batch);
+  if (lazy_ && rc == 0) lazy_->End(ctx_);
+  if (lazy_ && rc != 0) lazy_->armed = false;
   if (rc == 1) {
     throw Error(std::string(what) + ": no KV-cache slot for " + std::to_string(n_tokens) +
                 " tokens (context of " + std::to_string(n_ctx_) + " is full; raise -c)");
@@ -388,7 +588,10 @@ std::vector<int32_t> Context::EvalLanes(const std::vector<LaneWork>& work) {
   return first_row;
 }
 
+bool Context::lazy_pass() const { return lazy_ != nullptr && lazy_->armed; }
+
 const float* Context::Logits(int32_t i) const {
+  if (lazy_ && lazy_->armed) return lazy_->Row(i);
   const float* l = llama_get_logits_ith(ctx_, i);
   GRAFT_CHECK(l != nullptr, "no logits for batch row " + std::to_string(i));
   return l;

@@ -50,6 +50,7 @@ struct PreparedPrompt {
 double ModelledMs(const GenerationStats& st, const CostModel& costs) {
   double ms = 0;
   ms += costs.VerifyPassesMs(st.pass_rows, st.pass_context, st.pass_row_context);
+  for (size_t a = 1; a < st.pass_accepted.size(); ++a) ms += st.pass_accepted[a] * costs.ReadMs(static_cast<int32_t>(a));
   for (size_t n = 1; n < st.draft_pass_rows.size(); ++n) {
     ms += st.draft_pass_rows[n] * costs.DraftMs(static_cast<int32_t>(n));
   }
@@ -130,6 +131,7 @@ struct Harness::Impl {
     ec.max_tree = std::max(c.budget, 1);
     if (c.method == Method::kRest || c.method == Method::kGraft) ec.index_path = o.index_path;
     ec.learned_state = o.learned_state;
+    ec.lazy_logits = o.lazy_logits;
     return std::make_unique<Engine>(target, MethodNeedsDraft(c.method) ? draft : nullptr, ec);
   }
 
@@ -401,6 +403,7 @@ RunStatus Harness::Run(const std::vector<BenchPrompt>& prompts, const HarnessCal
     CostProfileOptions po;
     po.n_threads = o.n_threads;
     po.max_rows = std::min(impl.max_budget, 32);
+    po.lazy_logits = o.lazy_logits;
     CostProfile p = LoadOrMeasureCostProfile(target_, draft_, po);
     costs.emplace(CostModel::Of(p));
     impl.costs = &*costs;

@@ -69,6 +69,7 @@ struct HarnessOptions {
                             // prompt and repetition, equal across configurations
   int32_t n_ctx = 4096;     // upper bound; engines get the smallest multiple of 256 that fits
   int32_t n_threads = 2;
+  bool lazy_logits = true;  // EngineConfig::lazy_logits, and the profile's
   std::string index_path;   // corpus datastore for rest / graft ("" = none)
   // Every engine starts from this learned state (graft/learned_state.h; never written
   // here), so every method and repetition sees the same start; "" = cold.

@@ -109,6 +109,32 @@ TEST(CostModelTest, NeverStopsJustShortOfAFullRowBlock) {
   EXPECT_EQ(m.BestSize(a, 0.0, 16), 15);
 }
 
+// A lazy pass (ContextOptions::lazy_logits) reads its accepted rows' logits in blocks
+// of 2, 4, 8, ... rows after the root's: 1-2, 3-6, 7-14.
+TEST(CostModelTest, LazyReadsArePricedByTheBlocksTheyCompute) {
+  CostModel m({0, 10, 11, 12, 13, 14, 15, 16, 17}, {});
+  EXPECT_EQ(m.ReadMs(5), 0.0);  // none measured: the pass computed every row
+  m.SetReadCosts({0, 4, 6, 10});
+  EXPECT_EQ(m.ReadMs(0), 0.0);
+  EXPECT_EQ(m.ReadMs(1), 4.0);
+  EXPECT_EQ(m.ReadMs(2), 4.0);
+  EXPECT_EQ(m.ReadMs(3), 10.0);
+  EXPECT_EQ(m.ReadMs(6), 10.0);
+  EXPECT_EQ(m.ReadMs(7), 20.0);
+  EXPECT_EQ(m.ReadMs(15), 40.0);  // the fourth block, not measured: twice the third
+  const std::vector<double> a = {0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3};
+  EXPECT_DOUBLE_EQ(m.ExpectedReadMs(a, 1), 0.0);
+  EXPECT_DOUBLE_EQ(m.ExpectedReadMs(a, 2), 0.9 * 4);
+  EXPECT_DOUBLE_EQ(m.ExpectedReadMs(a, 4), 0.9 * 4 + 0.7 * 6);
+  EXPECT_DOUBLE_EQ(m.ExpectedReadMs(a, 8), 0.9 * 4 + 0.7 * 6 + 0.3 * 10);
+  // Rows cheap to verify but dear to read: the tree stays small.
+  const std::vector<double> half(7, 0.5);
+  CostModel cheap({0, 10, 11, 12, 13, 14, 15, 16, 17}, {});
+  EXPECT_EQ(cheap.BestSize(half, 0.0, 8), 8);
+  cheap.SetReadCosts({0, 100});
+  EXPECT_EQ(cheap.BestSize(half, 0.0, 8), 1);
+}
+
 TEST(CostModelTest, CheapestSizeFromPadsToAFullRowBlock) {
   CostModel m(CpuCurve(), {});
   EXPECT_EQ(m.CheapestSizeFrom(15, 16), 16);  // 16 rows cost less than 15

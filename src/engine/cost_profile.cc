@@ -27,7 +27,9 @@ namespace {
 // first size of each curve too dear, so such profiles are measured again.
 // 3: some sizes are also timed at a longer cache (long_prefix), for ContextCost, and
 // the smallest sizes three times a round (MedianCurves).
-constexpr int kProfileVersion = 3;
+// 4: passes timed up to their root's logits, and with lazy_logits the blocks of rows
+// read after it (read_ms).
+constexpr int kProfileVersion = 4;
 
 // The sizes of a curve that MedianCurves times three times a round.
 constexpr size_t kSmallSizes = 4;
@@ -69,16 +71,39 @@ std::string CpuName() {
 // random tokens; every pass is rolled back, so the cache does not grow.
 class PassTimer {
  public:
-  PassTimer(const Model& model, int32_t max_rows, const CostProfileOptions& o, int32_t prefix_tokens)
-      : model_(model), ctx_(model, Options(max_rows, o.n_threads, prefix_tokens)), rng_(12345) {
+  PassTimer(const Model& model, int32_t max_rows, const CostProfileOptions& o, int32_t prefix_tokens, bool lazy)
+      : model_(model), ctx_(model, Options(max_rows, o.n_threads, prefix_tokens, lazy)), rng_(12345) {
     std::vector<Token> prefix(prefix_tokens);
     for (Token& t : prefix) t = RandomToken();
     ctx_.Prefill(prefix, false);
+    ctx_.Prefill(std::vector<Token>{RandomToken()}, true);  // a 1-row pass: lets a lazy context check itself
+    ctx_.Truncate(prefix_tokens);
     base_ = ctx_.n_past();
     // Warm-up: the largest pass sizes the compute buffers once, so no later pass pays
     // for an allocation; then a 1-row pass.
     Time(max_rows);
     Time(1);
+  }
+
+  // With lazy logits: ms of the j-th block of rows read after the root (2^j rows, rows
+  // 2^j - 1 on), in a pass over a chain long enough to hold it. The root's row and the
+  // blocks before it are read first, untimed.
+  double TimeRead(int32_t j) {
+    const int32_t last = (1 << j) - 1;  // the block's first row
+    TokenTree t;
+    t.Reset(RandomToken());
+    while (t.size() < last + (1 << j)) t.Add(t.size() - 1, RandomToken(), 0.5f, Source::kDraft);
+    ctx_.EvalTree(t);
+    ctx_.Logits(0);
+    for (int32_t i = 1; i < j; ++i) ctx_.Logits((1 << i) - 1);
+    double ms = 0;
+    {
+      ScopedMs timer(&ms);
+      ctx_.Logits(last);
+    }
+    ctx_.CommitPath({0});
+    ctx_.Truncate(base_);
+    return ms;
   }
 
   // ms of one pass over a random tree of n nodes (depth <= 8, like a draft tree).
@@ -94,7 +119,7 @@ class PassTimer {
     {
       ScopedMs timer(&ms);
       ctx_.EvalTree(t);
-      ctx_.Logits(n - 1);  // waits for the pass
+      ctx_.Logits(0);  // waits for the pass; the root's row is read by every verification
     }
     ctx_.CommitPath({0});
     ctx_.Truncate(base_);
@@ -102,8 +127,9 @@ class PassTimer {
   }
 
  private:
-  static ContextOptions Options(int32_t max_rows, int32_t n_threads, int32_t prefix) {
+  static ContextOptions Options(int32_t max_rows, int32_t n_threads, int32_t prefix, bool lazy) {
     ContextOptions co;
+    co.lazy_logits = lazy;
     co.n_ctx = prefix + max_rows + 16;
     co.n_threads = n_threads;
     co.n_seq_max = std::clamp(max_rows, 1, 256);
@@ -133,6 +159,7 @@ std::optional<CostProfile> TryLoad(const std::string& path, const std::string& k
     if (need_draft && static_cast<int32_t>(p.draft_ms.size()) < o.max_draft_rows + 1) return std::nullopt;
     for (size_t n = 1; n < p.verify_ms.size(); ++n) if (!(p.verify_ms[n] > 0)) return std::nullopt;
     for (size_t n = 1; n < p.draft_ms.size(); ++n) if (!(p.draft_ms[n] > 0)) return std::nullopt;
+    if (o.lazy_logits != !p.read_ms.empty() && o.max_rows >= 3) return std::nullopt;
     return p;
   } catch (const std::exception&) {
     return std::nullopt;
@@ -169,7 +196,8 @@ std::string DefaultProfileDir() {
 std::string CostProfileKey(const Model& target, const Model* draft, const CostProfileOptions& o) {
   return "target " + ModelKey(target) + "; draft " + (draft != nullptr ? ModelKey(*draft) : "none") + "; threads " +
          std::to_string(o.n_threads) + "; prefix " + std::to_string(o.prefix) +
-         (o.long_prefix > 0 ? " and " + std::to_string(o.long_prefix) : std::string()) + "; cpu " + CpuName() + " x" +
+         (o.long_prefix > 0 ? " and " + std::to_string(o.long_prefix) : std::string()) +
+         (o.lazy_logits ? "; lazy output layer" : "") + "; cpu " + CpuName() + " x" +
          std::to_string(std::thread::hardware_concurrency()) + "; " + LlamaBuildInfo();
 }
 
@@ -233,17 +261,27 @@ CostProfile MeasureCostProfile(const Model& target, const Model* draft, const Co
   // target at the long prefix, draft, draft at the long prefix.
   std::vector<std::unique_ptr<PassTimer>> timers;
   std::vector<CurveSampler> curves;
-  auto add = [&](const Model& m, int32_t max_rows, int32_t prefix, std::vector<int32_t> sizes) {
-    timers.push_back(std::make_unique<PassTimer>(m, max_rows, o, prefix));
+  auto add = [&](const Model& m, bool lazy, int32_t max_rows, int32_t prefix, std::vector<int32_t> sizes) {
+    timers.push_back(std::make_unique<PassTimer>(m, max_rows, o, prefix, lazy));
     curves.push_back({max_rows, [t = timers.back().get()](int32_t n) { return t->Time(n); }, std::move(sizes)});
   };
-  add(target, o.max_rows, o.prefix, {});
-  if (o.long_prefix > 0) add(target, o.max_rows, o.long_prefix, LongSizes(o.max_rows));
+  add(target, o.lazy_logits, o.max_rows, o.prefix, {});
+  if (o.long_prefix > 0) add(target, o.lazy_logits, o.max_rows, o.long_prefix, LongSizes(o.max_rows));
   if (draft != nullptr) {
-    add(*draft, o.max_draft_rows, o.prefix, {});
-    if (o.long_prefix > 0) add(*draft, o.max_draft_rows, o.long_prefix, LongSizes(o.max_draft_rows));
+    add(*draft, false, o.max_draft_rows, o.prefix, {});
+    if (o.long_prefix > 0) add(*draft, false, o.max_draft_rows, o.long_prefix, LongSizes(o.max_draft_rows));
+  }
+  // The blocks a lazy pass reads after its root, up to one of max_rows / 2 rows.
+  int32_t blocks = 0;
+  if (o.lazy_logits) {
+    while ((2 << (blocks + 1)) - 1 <= o.max_rows) ++blocks;
+    if (blocks > 0) {
+      PassTimer* t = timers.front().get();
+      curves.push_back({blocks, [t](int32_t j) { return t->TimeRead(j); }, {}});
+    }
   }
   auto measured = MedianCurves(curves, o.repeats);
+  if (blocks > 0) p.read_ms = std::move(measured.back());
   size_t c = 0;
   p.verify_ms = std::move(measured[c++]);
   if (o.long_prefix > 0) p.verify_ms_long = std::move(measured[c++]);
@@ -264,7 +302,8 @@ nlohmann::json CostProfileJson(const CostProfile& p) {
           {"draft_ms", p.draft_ms},
           {"long_prefix", p.long_prefix},
           {"verify_ms_long", p.verify_ms_long},
-          {"draft_ms_long", p.draft_ms_long}};
+          {"draft_ms_long", p.draft_ms_long},
+          {"read_ms", p.read_ms}};
 }
 
 CostProfile CostProfileFromJson(const nlohmann::json& j) {
@@ -277,6 +316,7 @@ CostProfile CostProfileFromJson(const nlohmann::json& j) {
   p.long_prefix = j.value("long_prefix", 0);
   p.verify_ms_long = LongCurve(j, "verify_ms_long", p.verify_ms.size());
   p.draft_ms_long = LongCurve(j, "draft_ms_long", p.draft_ms.size());
+  p.read_ms = LongCurve(j, "read_ms", 64);
   return p;
 }
 

@@ -63,6 +63,13 @@ TEST_F(CostProfileTest, MeasuredOnceThenReloadedExactly) {
   for (int32_t n : {1, 2, 3, 4}) EXPECT_GT(a.draft_ms_long[n], 0.0) << n;
   EXPECT_EQ(a.verify_ms_long, b.verify_ms_long);
   EXPECT_EQ(a.draft_ms_long, b.draft_ms_long);
+  // Lazy logits (the default): the blocks read after the root, 2 and 4 rows for a
+  // largest pass of 8 (a block of 8 would need 15).
+  ASSERT_TRUE(o_.lazy_logits);
+  ASSERT_EQ(a.read_ms.size(), 3u);
+  EXPECT_EQ(a.read_ms[0], 0.0);
+  for (size_t j = 1; j < a.read_ms.size(); ++j) EXPECT_GT(a.read_ms[j], 0.0) << j;
+  EXPECT_EQ(a.read_ms, b.read_ms);
   EXPECT_EQ(b.prefix, 32);
   EXPECT_EQ(b.long_prefix, 96);
   // No temporaries are left beside it.
@@ -81,6 +88,17 @@ TEST_F(CostProfileTest, KeyNamesWhatTheCurvesDependOn) {
   CostProfileOptions longer = o_;
   longer.long_prefix = 128;
   EXPECT_NE(k, CostProfileKey(*target_, draft_.get(), longer));
+  CostProfileOptions full = o_;  // every row through the output layer: other costs
+  full.lazy_logits = !o_.lazy_logits;
+  EXPECT_NE(k, CostProfileKey(*target_, draft_.get(), full));
+}
+
+TEST_F(CostProfileTest, WithTheWholeOutputLayerNoReadsAreTimed) {
+  CostProfileOptions o = o_;
+  o.lazy_logits = false;
+  const CostProfile p = LoadOrMeasureCostProfile(*target_, draft_.get(), o);
+  EXPECT_TRUE(p.read_ms.empty());
+  EXPECT_EQ(p.verify_ms.size(), 9u);
 }
 
 TEST_F(CostProfileTest, WithoutALongPrefixNothingIsTimedThere) {

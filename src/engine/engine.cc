@@ -46,6 +46,7 @@ const CostModel& EngineState::Costs(double* calibrate_ms) {
     po.n_threads = config.n_threads;
     po.max_rows = std::min(config.max_tree, 32);
     po.dir = config.profile_dir;
+    po.lazy_logits = config.lazy_logits;
     double ms = 0;
     CostProfile p = LoadOrMeasureCostProfile(target, draft, po, &ms);
     *calibrate_ms += ms;
@@ -220,6 +221,7 @@ namespace {
 void CountProposals(const TokenTree& tree, const VerifyResult& vr, int64_t context, GenerationStats* st) {
   ++st->n_passes;
   GenerationStats::CountPass(&st->pass_rows, tree.size());
+  GenerationStats::CountPass(&st->pass_accepted, static_cast<int32_t>(vr.accepted.size()) - 1);
   st->pass_context += static_cast<double>(context);
   st->pass_row_context += static_cast<double>(context) * tree.size();
   st->nodes_verified += tree.size();
@@ -342,6 +344,7 @@ Engine::Engine(const Model& target, const Model* draft, const EngineConfig& conf
   co.n_threads = config.n_threads;
   co.max_tree = config.max_tree;
   co.n_seq_max = std::clamp(config.max_tree, 1, 256);
+  co.lazy_logits = config.lazy_logits;
   if (shared_target) {
     s_->tctx = std::move(shared_target);
     s_->lane = lane;
@@ -356,6 +359,7 @@ Engine::Engine(const Model& target, const Model* draft, const EngineConfig& conf
       ContextOptions dco = co;
       dco.max_tree = 64;
       dco.n_seq_max = 128;
+      dco.lazy_logits = false;  // a draft tree reads every row
       s_->dctx = std::make_shared<Context>(*draft, dco);
     }
     s_->drafter = std::make_unique<Drafter>(s_->dctx.get(), s_->lane);
@@ -449,6 +453,7 @@ EngineGroup::EngineGroup(const Model& target, const Model* draft, const EngineCo
   co.max_tree = config.max_tree;
   co.n_seq_max = seq_per_lane;
   co.n_lanes = options.slots;
+  co.lazy_logits = config.lazy_logits;
   co.n_batch = std::max(co.n_batch, options.prefill_chunk + config.max_tree * options.slots);
   target_ctx_ = std::make_shared<Context>(target, co);
   if (draft != nullptr) {
@@ -458,6 +463,7 @@ EngineGroup::EngineGroup(const Model& target, const Model* draft, const EngineCo
     ContextOptions dco = co;
     dco.max_tree = 64;
     dco.n_seq_max = std::min(128, 256 / options.slots);
+    dco.lazy_logits = false;  // a draft tree reads every row
     dco.n_batch = std::max(512, Drafter::kMaxCatchUpRows * options.slots);
     draft_ctx_ = std::make_shared<Context>(*draft, dco);
   }

@@ -108,11 +108,13 @@ class GraftProposer final : public Proposer {
     // other rows in the pass (other requests, its own prompt's last chunk) is larger
     // than it would be alone, and its stand-alone cost would make retrieval look slow
     // and turn the draft on where it cannot pay.
+    // A lazy pass also read the logits of its accepted rows (CostModel::ReadMs).
+    const double read_ms = cost_.has_value() ? cost_->ReadMs(static_cast<int32_t>(vr.accepted.size()) - 1) : 0;
     if (cost_.has_value() && !drafted_ && alone_) {
-      gate_.ObserveRetrieval(static_cast<int32_t>(emitted.size()), cost_->VerifyMs(tree_size_));
+      gate_.ObserveRetrieval(static_cast<int32_t>(emitted.size()), cost_->VerifyMs(tree_size_) + read_ms);
     }
     if (cost_.has_value()) {
-      loss_.Observe(draft_ms_ + cost_->VerifyMs(load_rows_ + tree_size_), cost_->VerifyMs(load_rows_ + 1),
+      loss_.Observe(draft_ms_ + cost_->VerifyMs(load_rows_ + tree_size_) + read_ms, cost_->VerifyMs(load_rows_ + 1),
                     static_cast<int32_t>(emitted.size()));
     }
   }

@@ -247,6 +247,7 @@ int RunBench(BenchFlags f) {
   ho.sampling = f.decode.ToSampling();
   ho.n_ctx = f.models.ctx;
   ho.n_threads = f.models.threads;
+  ho.lazy_logits = !f.models.no_lazy_logits;
   ho.index_path = f.models.index;
   if (!f.learned_state.empty()) {
     // A benchmark must not silently start cold: the file has to be there and usable.

@@ -28,6 +28,9 @@ void ModelFlags::Add(CLI::App* app) {
       ->check(CLI::Range(64, 1 << 20));
   app->add_option("--profile-dir", profile_dir,
                   "where cost profiles are cached (default: $GRAFT_PROFILE_DIR, else ~/.cache/graft/profiles)");
+  app->add_flag("--no-lazy-logits", no_lazy_logits,
+                "run the target's output layer for every row of a pass, as llama.cpp does, not only for the rows "
+                "verification reads (a separate cost profile)");
   app->add_flag("-v,--verbose", verbose, "print llama.cpp's log");
 }
 
@@ -128,6 +131,7 @@ EngineConfig MakeEngineConfig(const ModelFlags& flags, int32_t max_tree) {
   cfg.max_tree = max_tree;
   cfg.index_path = flags.index;
   cfg.profile_dir = flags.profile_dir;
+  cfg.lazy_logits = !flags.no_lazy_logits;
   return cfg;
 }
 

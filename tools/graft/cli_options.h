@@ -25,6 +25,7 @@ struct ModelFlags {
   int32_t threads = 2;      // -t
   int32_t ctx = 4096;       // -c
   std::string profile_dir;  // --profile-dir; "" = default cache folder
+  bool no_lazy_logits = false;  // --no-lazy-logits
   bool verbose = false;     // -v
   void Add(CLI::App* app);
 };

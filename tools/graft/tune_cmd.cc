@@ -33,6 +33,7 @@ int RunTune(const TuneFlags& f) {
   o.prefix = f.prefix;
   o.long_prefix = f.long_prefix;
   o.dir = f.models.profile_dir;
+  o.lazy_logits = !f.models.no_lazy_logits;
   CostProfile p;
   if (f.if_missing) {
     double measured_ms = 0;
@@ -71,6 +72,12 @@ int RunTune(const TuneFlags& f) {
     if (const double v = long_ms(p.verify_ms_long, n); v > 0) printf("  %14.2f", v); else printf("  %14s", "");
     if (const double v = long_ms(p.draft_ms_long, n); v > 0) printf("  %14.2f", v);
     printf("\n");
+  }
+  if (p.read_ms.size() >= 2) {
+    printf("\nlazy output layer: the target's rows read after the root, in blocks\n");
+    for (size_t j = 1; j < p.read_ms.size(); ++j) {
+      printf("  rows %d-%d: %.2f ms\n", (1 << j) - 1, (2 << j) - 2, p.read_ms[j]);
+    }
   }
   return 0;
 }
