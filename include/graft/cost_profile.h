@@ -46,10 +46,9 @@ struct CostProfile {
   // The same at `long_prefix` tokens (0 = none), for some sizes: [n] = 0 where not timed.
   int32_t long_prefix = 0;
   std::vector<double> verify_ms_long, draft_ms_long;
-  // With lazy_logits: [j] = ms of the j-th block of rows a lazy pass computes after its
-  // root's (2^j rows at once, j >= 1: rows 1-2, 3-6, 7-14, ...), read along a chain;
-  // [0] = 0. Empty when the output layer runs for every row (verify_ms includes it).
-  std::vector<double> read_ms;
+  // With lazy_logits: ms of reading one more row's logits after the root's (its output
+  // layer); 0 when the output layer runs for every row (verify_ms includes it).
+  double read_row_ms = 0;
   std::string measured_at;        // ISO date of the measurement
 };
 
@@ -74,8 +73,8 @@ std::string CostProfilePath(const std::string& key, const CostProfileOptions& op
 // Times passes over random trees of 1..max_rows nodes on a scratch context of each
 // model (median of `repeats`, after a warm-up; see MedianCurves), rounded to 1 us, and
 // some sizes (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, ..., max_rows) on a second context of
-// each holding `long_prefix` tokens; with lazy_logits also the blocks of rows read
-// after the root (CostProfile::read_ms). 108-119 s for the default 1.5B + 0.5B pair on
+// each holding `long_prefix` tokens; with lazy_logits also a row read after the root
+// (CostProfile::read_row_ms). 108-119 s for the default 1.5B + 0.5B pair on
 // a 2-core AMD EPYC.
 CostProfile MeasureCostProfile(const Model& target, const Model* draft, const CostProfileOptions& options);
 

@@ -242,17 +242,12 @@ struct Context::LazyHead {
   std::vector<float> hidden;       // [n_outputs x n_embd]
   std::vector<float> rows;         // computed logits, [n_outputs x n_vocab]
   std::vector<uint8_t> have;       // [n_outputs]
-  int32_t misses = 0;  // rows of this pass computed on a read of their own
-  // Columns through the output layer, out = weight x h, 2^g of them in blocks[g].
-  static constexpr int32_t kMaxBlockLog = 10;
-  struct Block {
-    ggml_tensor *w = nullptr, *h = nullptr, *out = nullptr;
-    ggml_cgraph* graph = nullptr;
-    ggml_cplan plan{};
-    std::vector<uint8_t> work;
-  };
+  // One column through the output layer: out = weight x h.
   ggml_context* gctx = nullptr;
-  Block blocks[kMaxBlockLog];
+  ggml_tensor *w = nullptr, *h = nullptr, *out = nullptr;
+  ggml_cgraph* graph = nullptr;
+  ggml_cplan plan{};
+  std::vector<uint8_t> work;
 
   ~LazyHead() {
     if (gctx != nullptr) ggml_free(gctx);
@@ -332,14 +327,13 @@ struct Context::LazyHead {
                   "lazy logits: the pass did not stop at the output norm");
       rows.resize(static_cast<size_t>(n_outputs) * n_vocab);
       have.assign(n_outputs, 0);
-      misses = 0;
       return;
     }
     if (capture && Usable() && hidden.size() == static_cast<size_t>(n_embd)) {
       // The check: this row through the output layer here, against llama.cpp's.
       ++checks;
       std::vector<float> mine(n_vocab);
-      Compute(hidden.data(), mine.data(), 1);
+      Compute(hidden.data(), mine.data());
       const float* theirs = llama_get_logits_ith(ctx, -1);
       verified = theirs != nullptr && std::memcmp(mine.data(), theirs, n_vocab * sizeof(float)) == 0;
       failed = !verified;
@@ -347,55 +341,43 @@ struct Context::LazyHead {
     capture = false;
   }
 
-  // logits[j] = weight x x[j] for j < k columns (k a power of two: a graph each,
-  // built once). ggml's mul_mat takes every element from the same vec_dot, whatever k.
-  void Compute(const float* x, float* logits, int32_t k) {
-    int32_t g = 0;
-    while ((1 << g) < k) ++g;
-    GRAFT_CHECK((1 << g) == k, "lazy logits: blocks are powers of two");
+  // logits = weight x x: ggml's mul_mat over one column, the product a 1-row pass runs.
+  // The graph is built once; the weight's data is llama.cpp's.
+  void Compute(const float* x, float* logits) {
     if (gctx == nullptr) {
       ggml_init_params ip{};
-      ip.mem_size = 3 * kMaxBlockLog * ggml_tensor_overhead() + kMaxBlockLog * ggml_graph_overhead() + 4096;
+      ip.mem_size = 3 * ggml_tensor_overhead() + ggml_graph_overhead() + 4096;
       ip.mem_buffer = nullptr;
-      ip.no_alloc = true;  // the weight is llama.cpp's; the columns and rows are ours
+      ip.no_alloc = true;  // the weight is llama.cpp's; the column and the row are ours
       gctx = ggml_init(ip);
       GRAFT_CHECK(gctx != nullptr, "lazy logits: ggml_init failed");
+      w = ggml_new_tensor_2d(gctx, weight->type, n_embd, n_vocab);
+      h = ggml_new_tensor_1d(gctx, GGML_TYPE_F32, n_embd);
+      out = ggml_mul_mat(gctx, w, h);
+      graph = ggml_new_graph(gctx);
+      ggml_build_forward_expand(graph, out);
+      plan = ggml_graph_plan(graph, n_threads, nullptr);
+      work.resize(plan.work_size);
+      plan.work_data = work.data();
     }
-    GRAFT_CHECK(g < kMaxBlockLog, "lazy logits: block too large");
-    Block& b = blocks[g];
-    if (b.graph == nullptr) {
-      b.w = ggml_new_tensor_2d(gctx, weight->type, n_embd, n_vocab);
-      b.h = ggml_new_tensor_2d(gctx, GGML_TYPE_F32, n_embd, k);
-      b.out = ggml_mul_mat(gctx, b.w, b.h);
-      b.graph = ggml_new_graph(gctx);
-      ggml_build_forward_expand(b.graph, b.out);
-      b.plan = ggml_graph_plan(b.graph, n_threads, nullptr);
-      b.work.resize(b.plan.work_size);
-      b.plan.work_data = b.work.data();
-    }
-    b.w->data = weight->data;
-    b.h->data = const_cast<float*>(x);
-    b.out->data = logits;
-    const ggml_status st = ggml_graph_compute(b.graph, &b.plan);
+    w->data = weight->data;
+    h->data = const_cast<float*>(x);
+    out->data = logits;
+    const ggml_status st = ggml_graph_compute(graph, &plan);
     GRAFT_CHECK(st == GGML_STATUS_SUCCESS, "lazy logits: ggml_graph_compute failed");
   }
 
-  // A row read: computed with the rows after it when the path has gone on past the
-  // first row read (1, then 2, 4, ... rows a miss), so a long accepted path reads the
-  // weight a few times, not once a row; a rejected tree computes one row.
+  // A row read: computed alone. On 2 cores the product is compute-bound (8 ms a row
+  // for the 1.5B Qwen, 7 ms a row in blocks of 2-8), so a row computed with others
+  // ahead of need costs nearly as much as its own read, and most accepted paths stop
+  // after a row or two.
   const float* Row(int32_t batch_row) {
     GRAFT_CHECK(batch_row >= 0 && batch_row < static_cast<int32_t>(out_index.size()) && out_index[batch_row] >= 0,
                 "no logits for batch row " + std::to_string(batch_row));
     const int32_t o = out_index[batch_row];
     if (!have[o]) {
-      int32_t k = 1;
-      while (2 * k <= (1 << std::min(misses, kMaxBlockLog - 1)) && o + 2 * k <= n_outputs && !have[o + 2 * k - 1]) {
-        k *= 2;
-      }
-      while (k > 1 && std::find(have.begin() + o, have.begin() + o + k, 1) != have.begin() + o + k) k /= 2;
-      Compute(hidden.data() + static_cast<size_t>(o) * n_embd, rows.data() + static_cast<size_t>(o) * n_vocab, k);
-      std::fill(have.begin() + o, have.begin() + o + k, 1);
-      ++misses;
+      Compute(hidden.data() + static_cast<size_t>(o) * n_embd, rows.data() + static_cast<size_t>(o) * n_vocab);
+      have[o] = 1;
     }
     return rows.data() + static_cast<size_t>(o) * n_vocab;
   }

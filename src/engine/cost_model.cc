@@ -59,34 +59,13 @@ CostModel::CostModel(std::vector<double> verify_ms, std::vector<double> draft_ms
 CostModel CostModel::Of(const CostProfile& p) {
   CostModel m(p.verify_ms, p.draft_ms, FitContextCost(p.verify_ms, p.verify_ms_long, p.prefix, p.long_prefix),
               FitContextCost(p.draft_ms, p.draft_ms_long, p.prefix, p.long_prefix));
-  m.SetReadCosts(p.read_ms);
+  m.SetReadRowMs(p.read_row_ms);
   return m;
 }
 
-void CostModel::SetReadCosts(std::vector<double> read_ms) {
-  for (size_t j = 1; j < read_ms.size(); ++j) GRAFT_CHECK(read_ms[j] >= 0, "read cost must not be negative");
-  read_ms_ = read_ms.size() >= 2 ? std::move(read_ms) : std::vector<double>{};
-}
-
-double CostModel::ReadMs(int32_t a) const {
-  if (read_ms_.empty()) return 0;
-  double ms = 0, block = 0;
-  for (int64_t j = 1; (int64_t{1} << j) - 1 <= a; ++j) {
-    block = j < static_cast<int64_t>(read_ms_.size()) ? read_ms_[j] : 2 * block;
-    ms += block;
-  }
-  return ms;
-}
-
-double CostModel::ExpectedReadMs(std::span<const double> a, int32_t n) const {
-  if (read_ms_.empty()) return 0;
-  double ms = 0, block = 0;
-  for (int64_t j = 1; (int64_t{1} << j) - 1 < n; ++j) {
-    block = j < static_cast<int64_t>(read_ms_.size()) ? read_ms_[j] : 2 * block;
-    const size_t m = (size_t{1} << j) - 2;  // row 2^j - 1 is the (2^j - 1)-th most likely node
-    if (m < a.size()) ms += a[m] * block;
-  }
-  return ms;
+void CostModel::SetReadRowMs(double ms) {
+  GRAFT_CHECK(ms >= 0, "read cost must not be negative");
+  read_row_ms_ = ms;
 }
 
 void CostModel::Move(const std::vector<double>& base, const ContextCost& c, int32_t tokens, std::vector<double>* out) {
@@ -129,7 +108,7 @@ int32_t CostModel::BestSize(std::span<const double> a, double fixed_ms, int32_t 
   double best_rate = gain / (fixed_ms + VerifyMs(load.rows + 1));
   for (int32_t n = 2; n <= limit; ++n) {
     gain += a[n - 2];
-    const double rate = gain / (fixed_ms + VerifyMs(load.rows + n) + ExpectedReadMs(a, n));
+    const double rate = gain / (fixed_ms + VerifyMs(load.rows + n) + read_row_ms_ * (gain - load.tokens - 1.0));
     if (rate > best_rate) {
       best_rate = rate;
       best = n;

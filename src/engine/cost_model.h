@@ -73,17 +73,11 @@ class CostModel {
   // its measured cost. The curves are as measured until it is called. O(sizes).
   void SetContext(int32_t tokens);
 
-  // The blocks of rows a lazy pass computes after its root's (CostProfile::read_ms;
-  // empty: the pass computes every row's logits, and reading them costs nothing).
-  void SetReadCosts(std::vector<double> read_ms);
-  // Modelled ms of reading the logits of a chain's rows 1..a after its root's: the
-  // blocks 1-2, 3-6, 7-14, ... that reach row a (past the measured blocks, each twice
-  // the last). 0 for a = 0. O(log a).
-  double ReadMs(int32_t a) const;
-  // The same expected over a tree whose nodes, most likely first, are accepted with
-  // probabilities `a` (a chain: the m-th of them is row m): block j is read when row
-  // 2^j - 1 is accepted. Only rows below `n` count. O(log n).
-  double ExpectedReadMs(std::span<const double> a, int32_t n) const;
+  // ms of a row a lazy pass reads after its root's (CostProfile::read_row_ms; 0: the
+  // pass computes every row's logits, and reading them costs nothing).
+  void SetReadRowMs(double ms);
+  // Modelled ms of reading the logits of `a` accepted nodes after the root's. O(1).
+  double ReadMs(int32_t a) const { return a > 0 ? a * read_row_ms_ : 0.0; }
 
   // Expected ms of a target pass over n >= 1 rows: the measured value, or past the
   // last measured size the last value plus the mean slope of the last 4 sizes. O(1).
@@ -99,7 +93,7 @@ class CostModel {
   // order (a parents-closed order, e.g. by PathAcceptance). Returns the tree size
   // n in [1, 1 + a.size()] (root included, at most max_n) maximising
   //   (load.tokens + 1 + sum of the first n - 1 values of a) /
-  //   (fixed_ms + VerifyMs(load.rows + n) + ExpectedReadMs(a, n)),
+  //   (fixed_ms + VerifyMs(load.rows + n) + ReadMs of their sum, the nodes expected accepted),
   // i.e. expected tokens per ms of this step's pass (fixed_ms = its other costs;
   // `load` = what other requests put into the same pass). Because every size is
   // measured, a larger n that costs no more than a smaller one (a full row block)
@@ -117,7 +111,7 @@ class CostModel {
   std::vector<double> verify_ms_;  // [sizes + 1], [0] unused: at the context SetContext chose
   std::vector<double> draft_ms_;   // [sizes + 1] or empty
   std::vector<double> base_verify_ms_, base_draft_ms_;  // as measured
-  std::vector<double> read_ms_;  // [j] for j >= 1, or empty
+  double read_row_ms_ = 0;
   ContextCost verify_context_, draft_context_;
 };
 

@@ -109,30 +109,25 @@ TEST(CostModelTest, NeverStopsJustShortOfAFullRowBlock) {
   EXPECT_EQ(m.BestSize(a, 0.0, 16), 15);
 }
 
-// A lazy pass (ContextOptions::lazy_logits) reads its accepted rows' logits in blocks
-// of 2, 4, 8, ... rows after the root's: 1-2, 3-6, 7-14.
-TEST(CostModelTest, LazyReadsArePricedByTheBlocksTheyCompute) {
+// A lazy pass (ContextOptions::lazy_logits) computes the output layer for each row its
+// accepted path reads after the root's: a step is dearer by its accepted nodes, and a
+// tree by the nodes it expects accepted.
+TEST(CostModelTest, LazyReadsArePricedByTheRowsRead) {
   CostModel m({0, 10, 11, 12, 13, 14, 15, 16, 17}, {});
   EXPECT_EQ(m.ReadMs(5), 0.0);  // none measured: the pass computed every row
-  m.SetReadCosts({0, 4, 6, 10});
+  m.SetReadRowMs(4);
   EXPECT_EQ(m.ReadMs(0), 0.0);
   EXPECT_EQ(m.ReadMs(1), 4.0);
-  EXPECT_EQ(m.ReadMs(2), 4.0);
-  EXPECT_EQ(m.ReadMs(3), 10.0);
-  EXPECT_EQ(m.ReadMs(6), 10.0);
-  EXPECT_EQ(m.ReadMs(7), 20.0);
-  EXPECT_EQ(m.ReadMs(15), 40.0);  // the fourth block, not measured: twice the third
-  const std::vector<double> a = {0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3};
-  EXPECT_DOUBLE_EQ(m.ExpectedReadMs(a, 1), 0.0);
-  EXPECT_DOUBLE_EQ(m.ExpectedReadMs(a, 2), 0.9 * 4);
-  EXPECT_DOUBLE_EQ(m.ExpectedReadMs(a, 4), 0.9 * 4 + 0.7 * 6);
-  EXPECT_DOUBLE_EQ(m.ExpectedReadMs(a, 8), 0.9 * 4 + 0.7 * 6 + 0.3 * 10);
+  EXPECT_EQ(m.ReadMs(7), 28.0);
+  EXPECT_THROW(m.SetReadRowMs(-1), Error);
   // Rows cheap to verify but dear to read: the tree stays small.
   const std::vector<double> half(7, 0.5);
   CostModel cheap({0, 10, 11, 12, 13, 14, 15, 16, 17}, {});
   EXPECT_EQ(cheap.BestSize(half, 0.0, 8), 8);
-  cheap.SetReadCosts({0, 100});
+  cheap.SetReadRowMs(20);  // 1.5 tokens / (11 + 10) ms < 1 / 10
   EXPECT_EQ(cheap.BestSize(half, 0.0, 8), 1);
+  cheap.SetReadRowMs(2);
+  EXPECT_EQ(cheap.BestSize(half, 0.0, 8), 8);
 }
 
 TEST(CostModelTest, CheapestSizeFromPadsToAFullRowBlock) {

@@ -27,8 +27,8 @@ namespace {
 // first size of each curve too dear, so such profiles are measured again.
 // 3: some sizes are also timed at a longer cache (long_prefix), for ContextCost, and
 // the smallest sizes three times a round (MedianCurves).
-// 4: passes timed up to their root's logits, and with lazy_logits the blocks of rows
-// read after it (read_ms).
+// 4: passes timed up to their root's logits, and with lazy_logits a row read after it
+// (read_row_ms).
 constexpr int kProfileVersion = 4;
 
 // The sizes of a curve that MedianCurves times three times a round.
@@ -85,21 +85,18 @@ class PassTimer {
     Time(1);
   }
 
-  // With lazy logits: ms of the j-th block of rows read after the root (2^j rows, rows
-  // 2^j - 1 on), in a pass over a chain long enough to hold it. The root's row and the
-  // blocks before it are read first, untimed.
-  double TimeRead(int32_t j) {
-    const int32_t last = (1 << j) - 1;  // the block's first row
+  // With lazy logits: ms of reading a second row's logits after the root's, in a pass
+  // over a 2-node chain.
+  double TimeRead() {
     TokenTree t;
     t.Reset(RandomToken());
-    while (t.size() < last + (1 << j)) t.Add(t.size() - 1, RandomToken(), 0.5f, Source::kDraft);
+    t.Add(0, RandomToken(), 0.5f, Source::kDraft);
     ctx_.EvalTree(t);
     ctx_.Logits(0);
-    for (int32_t i = 1; i < j; ++i) ctx_.Logits((1 << i) - 1);
     double ms = 0;
     {
       ScopedMs timer(&ms);
-      ctx_.Logits(last);
+      ctx_.Logits(1);
     }
     ctx_.CommitPath({0});
     ctx_.Truncate(base_);
@@ -159,7 +156,7 @@ std::optional<CostProfile> TryLoad(const std::string& path, const std::string& k
     if (need_draft && static_cast<int32_t>(p.draft_ms.size()) < o.max_draft_rows + 1) return std::nullopt;
     for (size_t n = 1; n < p.verify_ms.size(); ++n) if (!(p.verify_ms[n] > 0)) return std::nullopt;
     for (size_t n = 1; n < p.draft_ms.size(); ++n) if (!(p.draft_ms[n] > 0)) return std::nullopt;
-    if (o.lazy_logits != !p.read_ms.empty() && o.max_rows >= 3) return std::nullopt;
+    if (o.lazy_logits != (p.read_row_ms > 0) && o.max_rows >= 2) return std::nullopt;
     return p;
   } catch (const std::exception&) {
     return std::nullopt;
@@ -271,17 +268,14 @@ CostProfile MeasureCostProfile(const Model& target, const Model* draft, const Co
     add(*draft, false, o.max_draft_rows, o.prefix, {});
     if (o.long_prefix > 0) add(*draft, false, o.max_draft_rows, o.long_prefix, LongSizes(o.max_draft_rows));
   }
-  // The blocks a lazy pass reads after its root, up to one of max_rows / 2 rows.
-  int32_t blocks = 0;
-  if (o.lazy_logits) {
-    while ((2 << (blocks + 1)) - 1 <= o.max_rows) ++blocks;
-    if (blocks > 0) {
-      PassTimer* t = timers.front().get();
-      curves.push_back({blocks, [t](int32_t j) { return t->TimeRead(j); }, {}});
-    }
+  // A row a lazy pass reads after its root (a "curve" of one size).
+  const bool reads = o.lazy_logits && o.max_rows >= 2;
+  if (reads) {
+    PassTimer* t = timers.front().get();
+    curves.push_back({1, [t](int32_t) { return t->TimeRead(); }, {}});
   }
   auto measured = MedianCurves(curves, o.repeats);
-  if (blocks > 0) p.read_ms = std::move(measured.back());
+  if (reads) p.read_row_ms = measured.back()[1];
   size_t c = 0;
   p.verify_ms = std::move(measured[c++]);
   if (o.long_prefix > 0) p.verify_ms_long = std::move(measured[c++]);
@@ -303,7 +297,7 @@ nlohmann::json CostProfileJson(const CostProfile& p) {
           {"long_prefix", p.long_prefix},
           {"verify_ms_long", p.verify_ms_long},
           {"draft_ms_long", p.draft_ms_long},
-          {"read_ms", p.read_ms}};
+          {"read_row_ms", p.read_row_ms}};
 }
 
 CostProfile CostProfileFromJson(const nlohmann::json& j) {
@@ -316,7 +310,8 @@ CostProfile CostProfileFromJson(const nlohmann::json& j) {
   p.long_prefix = j.value("long_prefix", 0);
   p.verify_ms_long = LongCurve(j, "verify_ms_long", p.verify_ms.size());
   p.draft_ms_long = LongCurve(j, "draft_ms_long", p.draft_ms.size());
-  p.read_ms = LongCurve(j, "read_ms", 64);
+  p.read_row_ms = j.value("read_row_ms", 0.0);
+  if (!(p.read_row_ms >= 0)) throw Error("negative cost");
   return p;
 }
 

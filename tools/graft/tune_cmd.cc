@@ -73,11 +73,8 @@ int RunTune(const TuneFlags& f) {
     if (const double v = long_ms(p.draft_ms_long, n); v > 0) printf("  %14.2f", v);
     printf("\n");
   }
-  if (p.read_ms.size() >= 2) {
-    printf("\nlazy output layer: the target's rows read after the root, in blocks\n");
-    for (size_t j = 1; j < p.read_ms.size(); ++j) {
-      printf("  rows %d-%d: %.2f ms\n", (1 << j) - 1, (2 << j) - 2, p.read_ms[j]);
-    }
+  if (p.read_row_ms > 0) {
+    printf("\nlazy output layer: each row read after the root %.2f ms\n", p.read_row_ms);
   }
   return 0;
 }
