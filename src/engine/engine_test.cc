@@ -672,14 +672,18 @@ struct TempDir {
 // A made-up cost profile for (target, draft) under `cfg`, written where `cfg`'s engines
 // look for theirs, so graft's policy takes its decisions from these curves.
 // `verify_long_ms`, when given: the target's passes at the long prefix (every size).
+// With cfg.lazy_logits a row read after the root costs `read_row_ms` (made-up
+// machines: nearly nothing, so only the curves decide).
 void WriteProfile(const Model& target, const Model* draft, const EngineConfig& cfg,
                   const std::function<double(int32_t)>& verify_ms, const std::function<double(int32_t)>& draft_ms,
-                  const std::function<double(int32_t)>& verify_long_ms = nullptr) {
+                  const std::function<double(int32_t)>& verify_long_ms = nullptr, double read_row_ms = 0.001) {
   CostProfileOptions o;
   o.n_threads = cfg.n_threads;
   o.max_rows = std::min(cfg.max_tree, 32);
   o.dir = cfg.profile_dir;
+  o.lazy_logits = cfg.lazy_logits;
   CostProfile p;
+  p.read_row_ms = cfg.lazy_logits ? read_row_ms : 0.0;
   p.key = CostProfileKey(target, draft, o);
   p.measured_at = "2026-12-02T00:00:00Z";
   p.prefix = o.prefix;
