@@ -134,9 +134,6 @@ struct GenerationStats {
   // n_draft_passes; a catch-up counts its tokens). Priced by a cost profile they give
   // what the run would cost on a steady machine (graft bench's modelled speedup).
   std::vector<int32_t> pass_rows, draft_pass_rows;
-  // pass_accepted[a] = target passes whose tree had a proposed nodes accepted: a lazy
-  // pass reads the logits of its rows 0..a (CostModel::ReadMs prices them).
-  std::vector<int32_t> pass_accepted;
   // Sums over target passes of the request's tokens L when the pass ran, and of rows
   // x L: with pass_rows they price each pass at its context (ContextCost is linear).
   double pass_context = 0, pass_row_context = 0;

@@ -231,8 +231,7 @@ struct Context::LazyHead {
   bool plain = false;        // result_output = mul_mat(weight, result_norm), the graph's last node
   bool other_ops = false;    // a node after result_output, or an output layer of another shape: never lazy
   bool seen_output = false;  // this pass has shown result_output
-  int32_t checks = 0;        // 1-row passes compared bit for bit
-  bool verified = false;     // and equal
+  bool verified = false;     // a 1-row pass compared bit for bit, and equal
   bool failed = false;       // and different: never lazy
   // This pass.
   bool armed = false;    // stops after result_norm
@@ -316,7 +315,7 @@ struct Context::LazyHead {
     }
     seen_output = false;
     armed = Usable() && verified && n_outputs >= 2;
-    capture = !armed && !verified && !failed && checks < 1 && n_outputs == 1;
+    capture = !armed && !verified && !failed && n_outputs == 1;
     hidden.clear();
   }
 
@@ -331,7 +330,6 @@ struct Context::LazyHead {
     }
     if (capture && Usable() && hidden.size() == static_cast<size_t>(n_embd)) {
       // The check: this row through the output layer here, against llama.cpp's.
-      ++checks;
       std::vector<float> mine(n_vocab);
       Compute(hidden.data(), mine.data());
       const float* theirs = llama_get_logits_ith(ctx, -1);

@@ -50,7 +50,7 @@ struct PreparedPrompt {
 double ModelledMs(const GenerationStats& st, const CostModel& costs) {
   double ms = 0;
   ms += costs.VerifyPassesMs(st.pass_rows, st.pass_context, st.pass_row_context);
-  for (size_t a = 1; a < st.pass_accepted.size(); ++a) ms += st.pass_accepted[a] * costs.ReadMs(static_cast<int32_t>(a));
+  ms += static_cast<double>(st.n_accepted) * costs.ReadMs(1);  // a lazy pass read its accepted rows
   for (size_t n = 1; n < st.draft_pass_rows.size(); ++n) {
     ms += st.draft_pass_rows[n] * costs.DraftMs(static_cast<int32_t>(n));
   }

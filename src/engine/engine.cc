@@ -221,7 +221,6 @@ namespace {
 void CountProposals(const TokenTree& tree, const VerifyResult& vr, int64_t context, GenerationStats* st) {
   ++st->n_passes;
   GenerationStats::CountPass(&st->pass_rows, tree.size());
-  GenerationStats::CountPass(&st->pass_accepted, static_cast<int32_t>(vr.accepted.size()) - 1);
   st->pass_context += static_cast<double>(context);
   st->pass_row_context += static_cast<double>(context) * tree.size();
   st->nodes_verified += tree.size();

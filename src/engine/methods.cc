@@ -89,8 +89,7 @@ void GenerationStats::Add(const GenerationStats& b) {
   t_calibrate_ms += b.t_calibrate_ms;
   pass_context += b.pass_context;
   pass_row_context += b.pass_row_context;
-  for (auto [mine, theirs] : {std::pair{&pass_rows, &b.pass_rows}, std::pair{&draft_pass_rows, &b.draft_pass_rows},
-                              std::pair{&pass_accepted, &b.pass_accepted}}) {
+  for (auto [mine, theirs] : {std::pair{&pass_rows, &b.pass_rows}, std::pair{&draft_pass_rows, &b.draft_pass_rows}}) {
     if (mine->size() < theirs->size()) mine->resize(theirs->size(), 0);
     for (size_t n = 0; n < theirs->size(); ++n) (*mine)[n] += (*theirs)[n];
   }
