@@ -149,6 +149,40 @@ TEST_F(BenchCli, BadPeersAreClearErrors) {
   EXPECT_NE(Stderr().find("scripts/setup.sh --peers"), std::string::npos) << Stderr();
 }
 
+// --profile-dir: graft's engines and the modelled speedups read (or measure and keep)
+// their cost profile there, not in the default folder.
+TEST_F(BenchCli, ProfileDirIsWhereTheProfileIsReadAndKept) {
+  const fs::path data = Write("p.jsonl", kPrompts);
+  const fs::path profiles = dir_ / "profiles";
+  auto argv = Base();
+  for (const char* a : {"--dataset", data.c_str(), "-n", "4", "--methods", "graft", "--budgets", "4", "-o"}) {
+    argv.push_back(a);
+  }
+  argv.push_back((dir_ / "out").string());
+  argv.push_back("--profile-dir");
+  argv.push_back(profiles.string());
+  // What would be read without the flag: an empty folder, which must stay empty.
+  const fs::path fallback = dir_ / "env-profiles";
+  fs::create_directories(fallback);
+  setenv("GRAFT_PROFILE_DIR", fallback.c_str(), 1);
+  const int rc = Run(argv);
+  unsetenv("GRAFT_PROFILE_DIR");
+  ASSERT_EQ(rc, 0) << Stderr();
+  const auto files = [](const fs::path& d) {
+    std::vector<fs::path> out;
+    if (fs::exists(d)) {
+      for (const auto& e : fs::directory_iterator(d)) out.push_back(e.path());
+    }
+    return out;
+  };
+  EXPECT_EQ(files(profiles).size(), 1u) << "no profile measured into --profile-dir";
+  EXPECT_TRUE(files(fallback).empty()) << "the harness or an engine read the default folder";
+  const json j = json::parse(Slurp(dir_ / "out" / "results.json"));
+  EXPECT_TRUE(j["summary"]["graft"]["modelled_speedup"].is_number());
+  EXPECT_EQ(j["flags"]["profile_dir"], profiles.string());
+  EXPECT_EQ(j["profile"]["verify_ms"].size(), 5u);  // the profile it was priced with (budget 4)
+}
+
 // --learned-state: a benchmark never starts cold by mistake (a missing or unusable
 // file is an error before any run), and a good file is read, named in the flags and
 // left as it was (every engine starts from it; none writes it).

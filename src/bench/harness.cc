@@ -132,6 +132,7 @@ struct Harness::Impl {
     if (c.method == Method::kRest || c.method == Method::kGraft) ec.index_path = o.index_path;
     ec.learned_state = o.learned_state;
     ec.lazy_logits = o.lazy_logits;
+    ec.profile_dir = o.profile_dir;
     return std::make_unique<Engine>(target, MethodNeedsDraft(c.method) ? draft : nullptr, ec);
   }
 
@@ -399,13 +400,16 @@ RunStatus Harness::Run(const std::vector<BenchPrompt>& prompts, const HarnessCal
   // measured now if none is cached; a profile that cannot be had leaves the modelled
   // speedups empty rather than failing the run.
   std::optional<CostModel> costs;
+  profile_.reset();
   try {
     CostProfileOptions po;
     po.n_threads = o.n_threads;
     po.max_rows = std::min(impl.max_budget, 32);
     po.lazy_logits = o.lazy_logits;
+    po.dir = o.profile_dir;
     CostProfile p = LoadOrMeasureCostProfile(target_, draft_, po);
     costs.emplace(CostModel::Of(p));
+    profile_ = std::move(p);
     impl.costs = &*costs;
   } catch (const std::exception& e) {
     fprintf(stderr, "bench: warning: no cost profile (%s); modelled speedups are left out\n", e.what());

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "bench/dataset.h"
+#include "graft/cost_profile.h"
 #include "graft/engine.h"
 
 namespace graft {
@@ -70,6 +71,7 @@ struct HarnessOptions {
   int32_t n_ctx = 4096;     // upper bound; engines get the smallest multiple of 256 that fits
   int32_t n_threads = 2;
   bool lazy_logits = true;  // EngineConfig::lazy_logits, and the profile's
+  std::string profile_dir;  // where cost profiles are cached ("" = the default folder)
   std::string index_path;   // corpus datastore for rest / graft ("" = none)
   // Every engine starts from this learned state (graft/learned_state.h; never written
   // here), so every method and repetition sees the same start; "" = cold.
@@ -167,6 +169,9 @@ class Harness {
   RunStatus Run(const std::vector<BenchPrompt>& prompts, const HarnessCallbacks& callbacks,
                 const std::atomic<bool>* stop);
   const std::vector<BenchRow>& rows() const { return rows_; }
+  // The cost profile Run priced the modelled speedups with (graft's engines read the
+  // same one); none before Run, or when none could be had.
+  const std::optional<CostProfile>& profile() const { return profile_; }
 
  private:
   struct Impl;
@@ -175,6 +180,7 @@ class Harness {
   HarnessOptions options_;
   std::vector<BenchConfig> configs_;
   std::vector<BenchRow> rows_;
+  std::optional<CostProfile> profile_;
 };
 
 }  // namespace graft::bench

@@ -108,6 +108,27 @@ std::string Cell(const json& e) {
 
 std::string Pct(const json& v) { return v.is_null() ? "-" : Num(100.0 * v.get<double>(), 1) + "%"; }
 
+// " The cost profile (measured D) priced 2, 3 and 4 rows at ...x one row; a row read ..."
+// from results.json's "profile" (graft's trees are sized by these ratios; they move
+// between tunes on a drifting machine, so runs are compared on the profile they had).
+std::string ProfileSentence(const json& p) {
+  const json v = p.value("verify_ms", json::array());
+  if (!v.is_array() || v.size() < 3 || !v[1].is_number() || v[1].get<double>() <= 0) return "";
+  const size_t end = std::min<size_t>(v.size(), 5);  // rows 2..4: what most steps verify
+  std::string sizes, ratios;
+  for (size_t n = 2; n < end; ++n) {
+    if (!v[n].is_number()) return "";
+    const char* sep = n == 2 ? "" : n + 1 == end ? " and " : ", ";
+    sizes += sep + std::to_string(n);
+    ratios += sep + Num(v[n].get<double>() / v[1].get<double>(), 2) + "x";
+  }
+  std::string out = " The cost profile (measured " + p.value("measured_at", std::string("?")) + ") priced " +
+                    sizes + " rows at " + ratios + " one row (" + Num(v[1].get<double>(), 1) + " ms)";
+  const double read = p.value("read_row_ms", 0.0);
+  if (read > 0) out += ", and each row a lazy pass reads after its root at " + Num(read, 2) + " ms";
+  return out + ".";
+}
+
 }  // namespace
 
 std::string TempKey(float t) {
@@ -317,6 +338,7 @@ std::string MarkdownText(const json& res, const std::vector<std::string>& catego
            << " than it was. `graft tune` measures the profile again (on a quiet machine).";
       }
     }
+    if (res.contains("profile") && res["profile"].is_object()) os << ProfileSentence(res["profile"]);
     os << "\n";
   }
 

@@ -97,5 +97,32 @@ TEST(ReportTest, SaysWhenTheCostProfileDoesNotMatchTheRun) {
   EXPECT_NE(md.find("priced dearer than it was"), std::string::npos) << md;
 }
 
+// The profile the run was priced with (results.json "profile", as it is cached): the
+// ratios graft sized its trees by, which move between tunes on a drifting machine.
+TEST(ReportTest, NamesTheRatiosOfTheCostProfileItWasPricedWith) {
+  json res;
+  res["configs"] = json::array();
+  res["summary_by_temp"] = json::object();
+  res["status"] = json::object();
+  res["steadiness"] = Summarize({Row(Method::kAr, 800, 10)}, Configs(), {"chat"})["steadiness"];
+  std::string md = MarkdownText(res, {"chat"});
+  EXPECT_EQ(md.find("The cost profile (measured"), std::string::npos) << md;
+  res["profile"] = {{"measured_at", "2026-12-03T15:26:35Z"},
+                    {"verify_ms", {0.0, 40.0, 60.0, 80.0, 100.0, 120.0}},
+                    {"read_row_ms", 8.0}};
+  md = MarkdownText(res, {"chat"});
+  EXPECT_NE(md.find("The cost profile (measured 2026-12-03T15:26:35Z) priced 2, 3 and 4 rows at 1.50x, 2.00x "
+                    "and 2.50x one row (40.0 ms), and each row a lazy pass reads after its root at 8.00 ms."),
+            std::string::npos)
+      << md;
+  res["profile"]["verify_ms"] = {0.0, 40.0, 50.0};  // a 2-row profile; no reads priced
+  res["profile"]["read_row_ms"] = 0.0;
+  md = MarkdownText(res, {"chat"});
+  EXPECT_NE(md.find("priced 2 rows at 1.25x one row (40.0 ms)."), std::string::npos) << md;
+  res["profile"]["verify_ms"] = {0.0, 0.0};  // nothing usable: no sentence
+  md = MarkdownText(res, {"chat"});
+  EXPECT_EQ(md.find("The cost profile (measured"), std::string::npos) << md;
+}
+
 }  // namespace
 }  // namespace graft::bench

@@ -248,6 +248,7 @@ int RunBench(BenchFlags f) {
   ho.n_ctx = f.models.ctx;
   ho.n_threads = f.models.threads;
   ho.lazy_logits = !f.models.no_lazy_logits;
+  ho.profile_dir = f.models.profile_dir;
   ho.index_path = f.models.index;
   if (!f.learned_state.empty()) {
     // A benchmark must not silently start cold: the file has to be there and usable.
@@ -283,6 +284,7 @@ int RunBench(BenchFlags f) {
                    {"max_prompt_tokens", f.max_prompt_tokens}, {"long_prompts", f.long_prompts},
                    {"ctx", f.models.ctx}, {"threads", f.models.threads}, {"index", f.models.index},
                    {"system", f.system}, {"raw", f.raw}, {"learned_state", f.learned_state},
+                   {"profile_dir", f.models.profile_dir}, {"lazy_logits", !f.models.no_lazy_logits},
                    {"draft_max", f.decode.draft_max}, {"draft_min", f.decode.draft_min},
                    {"draft_p_min", f.decode.draft_p_min}, {"draft_topk", f.decode.draft_topk},
                    {"draft_frontier", f.decode.draft_frontier}, {"prune_p_min", f.decode.prune_p_min},
@@ -295,6 +297,7 @@ int RunBench(BenchFlags f) {
   bench::RunStatus last;
   last.prompts_total = static_cast<int32_t>(prompts.size()) * f.reps;  // until the harness knows skips
   auto write = [&](const std::vector<bench::BenchRow>& rows, const bench::RunStatus& st) {
+    if (harness.profile()) meta["profile"] = CostProfileJson(*harness.profile());
     return bench::WriteResults(f.out, {meta, &harness.configs(), &categories, &rows, &st});
   };
   g_stop = false;
