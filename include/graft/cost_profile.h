@@ -100,7 +100,10 @@ struct CurveSampler {
 // first four sizes are timed three times a round (before, between and after the two
 // halves of its other sizes), so their medians are of 3 x `repeats` samples spread
 // over the round: every ratio is taken against the 1-row pass, most steps verify that
-// few rows, and single samples here spread by 10-20%.
+// few rows, and single samples here spread by 10-20%. When they come after a half
+// (when the curve's first size is 1), one untimed 1-row pass goes before them: a
+// 1-row pass after a larger one pays for llama.cpp's graph rebuild (2 ms of 45 on a
+// 2-core EPYC), and decoding's 1-row passes follow 1-row passes.
 std::vector<std::vector<double>> MedianCurves(const std::vector<CurveSampler>& curves, int32_t repeats);
 
 // `profile` as the JSON object it is cached as (its version, key, date and curves).

@@ -154,8 +154,9 @@ TEST(MedianCurvesTest, ASlowSpellDoesNotBendTheCurves) {
         {4, [&](int32_t n) { return clock(4.0 + n); }},
     };
     const auto got = MedianCurves(curves, 3);
-    // Each curve's sizes after a settling pass, its first four sizes three times.
-    EXPECT_EQ(calls, 3 * ((1 + 12 + 2 * 4) + (1 + 3 * 4)));
+    // Each curve's sizes after a settling pass, its first four sizes three times (after
+    // each half of the others, behind an untimed 1-row pass).
+    EXPECT_EQ(calls, 3 * ((1 + 12 + 2 * 4 + 2) + (1 + 3 * 4)));
     ASSERT_EQ(got.size(), 2u);
     ASSERT_EQ(got[0].size(), 13u);
     ASSERT_EQ(got[1].size(), 5u);
@@ -188,12 +189,13 @@ TEST(MedianCurvesTest, TheFirstPassAfterTheOtherCurvesIsNotTimed) {
 }
 
 // A curve may be timed at some of its sizes only: the others are never run and read 0.
-// The first four are timed before, between and after the halves of the others.
+// The first four are timed before, between and after the halves of the others, the
+// last two times behind an untimed 1-row pass.
 TEST(MedianCurvesTest, TimesOnlyTheSizesAskedForTheFirstFourThreeTimes) {
   std::vector<int32_t> ran;
   const auto got =
       MedianCurves({{12, [&](int32_t n) { return ran.push_back(n), 2.0 * n; }, {1, 2, 4, 6, 8, 10, 12}}}, 1);
-  EXPECT_EQ(ran, (std::vector<int32_t>{1, 2, 4, 6, 8, 1, 2, 4, 6, 10, 12, 1, 2, 4, 6}));
+  EXPECT_EQ(ran, (std::vector<int32_t>{1, 2, 4, 6, 8, 1, 1, 2, 4, 6, 10, 12, 1, 1, 2, 4, 6}));
   EXPECT_EQ(got[0], (std::vector<double>{0, 2, 4, 0, 8, 0, 12, 0, 16, 0, 20, 0, 24}));
   EXPECT_THROW(MedianCurves({{4, [](int32_t) { return 1.0; }, {5}}}, 1), Error);
 }
@@ -203,12 +205,25 @@ TEST(MedianCurvesTest, TimesOnlyTheSizesAskedForTheFirstFourThreeTimes) {
 TEST(MedianCurvesTest, ASpellOverPartOfEveryRoundMissesTheSmallSizesMedian) {
   int in_round = 0;
   const auto got = MedianCurves({{8, [&](int32_t n) {
-                                    const bool slow = in_round++ % 16 < 6;  // 16 passes a round
+                                    const bool slow = in_round++ % 18 < 6;  // 18 passes a round
                                     return (slow ? 1.5 : 1.0) * (40.0 + 10.0 * n);
                                   }}},
                                 3);
-  EXPECT_EQ(in_round, 3 * 16);
+  EXPECT_EQ(in_round, 3 * 18);
   for (int32_t n = 1; n <= 4; ++n) EXPECT_DOUBLE_EQ(got[0][n], 40.0 + 10.0 * n) << n;
+}
+
+// A 1-row pass right after a larger one is dearer (llama.cpp rebuilds its graph);
+// decoding's are not, so the profile's 1-row price is that of one after a 1-row pass.
+TEST(MedianCurvesTest, PricesTheOneRowPassAsDecodingRunsIt) {
+  int32_t last = 0;
+  const auto got = MedianCurves({{8, [&](int32_t n) {
+                                    const double ms = 10.0 * n + (n == 1 && last > 1 ? 3.0 : 0.0);
+                                    last = n;
+                                    return ms;
+                                  }}},
+                                3);
+  for (int32_t n = 1; n <= 8; ++n) EXPECT_DOUBLE_EQ(got[0][n], 10.0 * n) << n;
 }
 
 TEST(MedianCurvesTest, RoundsToAMicrosecondAndNeverZero) {
