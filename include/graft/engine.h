@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "graft/backend.h"
+#include "graft/cost_profile.h"
 #include "graft/prune.h"
 #include "graft/sampling.h"
 #include "graft/types.h"
@@ -66,6 +67,11 @@ struct EngineConfig {
   // the same way (CostProfileOptions::lazy_logits).
   bool lazy_logits = true;
 };
+
+// The cost profile an engine made with `config` reads (threads, largest tree up to 32
+// rows, lazy logits, folder); anything that prices an engine's passes, or writes a
+// profile for one, asks for the same.
+CostProfileOptions CostProfileOptionsOf(const EngineConfig& config);
 
 struct DecodeOptions {
   Method method = Method::kAr;

@@ -124,7 +124,7 @@ struct Harness::Impl {
     return o.max_prompt_tokens > 0 ? std::min(o.max_prompt_tokens, fit) : fit;
   }
 
-  std::unique_ptr<Engine> MakeEngine(const BenchConfig& c) const {
+  EngineConfig Config(const BenchConfig& c) const {
     EngineConfig ec;
     ec.n_ctx = n_ctx;
     ec.n_threads = o.n_threads;
@@ -133,7 +133,11 @@ struct Harness::Impl {
     ec.learned_state = o.learned_state;
     ec.lazy_logits = o.lazy_logits;
     ec.profile_dir = o.profile_dir;
-    return std::make_unique<Engine>(target, MethodNeedsDraft(c.method) ? draft : nullptr, ec);
+    return ec;
+  }
+
+  std::unique_ptr<Engine> MakeEngine(const BenchConfig& c) const {
+    return std::make_unique<Engine>(target, MethodNeedsDraft(c.method) ? draft : nullptr, Config(c));
   }
 
   DecodeOptions Options(const BenchConfig& c) const {
@@ -396,18 +400,16 @@ RunStatus Harness::Run(const std::vector<BenchPrompt>& prompts, const HarnessCal
   const PeerRunner peers(o.peers_dir, o.peer_timeout_s);
   Impl impl{target_, draft_, o, &peers};
   impl.max_budget = *std::max_element(o.budgets.begin(), o.budgets.end());
-  // The profile graft's engines use (the same key: these models, threads, machine),
-  // measured now if none is cached; a profile that cannot be had leaves the modelled
-  // speedups empty rather than failing the run.
+  // The profile graft's engines use (the same options: these models, threads, machine,
+  // folder), measured now if none is cached; a profile that cannot be had leaves the
+  // modelled speedups empty rather than failing the run.
   std::optional<CostModel> costs;
   profile_.reset();
   try {
-    CostProfileOptions po;
-    po.n_threads = o.n_threads;
-    po.max_rows = std::min(impl.max_budget, 32);
-    po.lazy_logits = o.lazy_logits;
-    po.dir = o.profile_dir;
-    CostProfile p = LoadOrMeasureCostProfile(target_, draft_, po);
+    BenchConfig largest;
+    largest.method = Method::kGraft;
+    largest.budget = impl.max_budget;
+    CostProfile p = LoadOrMeasureCostProfile(target_, draft_, CostProfileOptionsOf(impl.Config(largest)));
     costs.emplace(CostModel::Of(p));
     profile_ = std::move(p);
     impl.costs = &*costs;

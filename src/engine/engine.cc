@@ -40,15 +40,19 @@ EngineState::EngineState(const Model& t, const Model* d, const EngineConfig& c)
   }
 }
 
+CostProfileOptions CostProfileOptionsOf(const EngineConfig& config) {
+  CostProfileOptions po;
+  po.n_threads = config.n_threads;
+  po.max_rows = std::min(config.max_tree, 32);
+  po.dir = config.profile_dir;
+  po.lazy_logits = config.lazy_logits;
+  return po;
+}
+
 const CostModel& EngineState::Costs(double* calibrate_ms) {
   if (!cost) {
-    CostProfileOptions po;
-    po.n_threads = config.n_threads;
-    po.max_rows = std::min(config.max_tree, 32);
-    po.dir = config.profile_dir;
-    po.lazy_logits = config.lazy_logits;
     double ms = 0;
-    CostProfile p = LoadOrMeasureCostProfile(target, draft, po, &ms);
+    CostProfile p = LoadOrMeasureCostProfile(target, draft, CostProfileOptionsOf(config), &ms);
     *calibrate_ms += ms;
     cost.emplace(CostModel::Of(p));
   }

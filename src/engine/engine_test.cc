@@ -677,11 +677,7 @@ struct TempDir {
 void WriteProfile(const Model& target, const Model* draft, const EngineConfig& cfg,
                   const std::function<double(int32_t)>& verify_ms, const std::function<double(int32_t)>& draft_ms,
                   const std::function<double(int32_t)>& verify_long_ms = nullptr, double read_row_ms = 0.001) {
-  CostProfileOptions o;
-  o.n_threads = cfg.n_threads;
-  o.max_rows = std::min(cfg.max_tree, 32);
-  o.dir = cfg.profile_dir;
-  o.lazy_logits = cfg.lazy_logits;
+  const CostProfileOptions o = CostProfileOptionsOf(cfg);
   CostProfile p;
   p.read_row_ms = cfg.lazy_logits ? read_row_ms : 0.0;
   p.key = CostProfileKey(target, draft, o);
