@@ -227,8 +227,8 @@ struct Context::LazyHead {
   int32_t n_threads = 2;
   int32_t n_embd = 0, n_vocab = 0;
   // Learnt from passes that ran whole.
-  const ggml_tensor* weight = nullptr;  // the output layer's
-  bool plain = false;        // result_output = mul_mat(weight, result_norm), the graph's last node
+  // The output layer's, once result_output was seen to be mul_mat(weight, result_norm).
+  const ggml_tensor* weight = nullptr;
   bool other_ops = false;    // a node after result_output, or an output layer of another shape: never lazy
   bool seen_output = false;  // this pass has shown result_output
   bool verified = false;     // a 1-row pass compared bit for bit, and equal
@@ -252,7 +252,7 @@ struct Context::LazyHead {
     if (gctx != nullptr) ggml_free(gctx);
   }
 
-  bool Usable() const { return plain && !other_ops && !failed && weight != nullptr; }
+  bool Usable() const { return weight != nullptr && !other_ops && !failed; }
 
   static bool Eval(ggml_tensor* t, bool ask, void* user) {
     auto* L = static_cast<LazyHead*>(user);
@@ -288,7 +288,6 @@ struct Context::LazyHead {
       return;
     }
     weight = wt;
-    plain = true;
   }
 
   // result_norm was computed: its rows are the output rows' hidden states.
