@@ -29,6 +29,19 @@ int main(int argc, char** argv) {
     return ms;
   };
   // patterns: label -> sequence; time each position's size in context of previous
+  if (argc > 3) {  // "large": a 1-row pass after 4, 18 and 32 rows (switch2 of the README)
+    std::vector<double> s11, s1_4, s1_18, s1_32, s2_1;
+    for (int r = 0; r < 30; ++r) {
+      Pass(1); s11.push_back(Pass(1));
+      Pass(4); s1_4.push_back(Pass(1));
+      s2_1.push_back(Pass(2));
+      Pass(18); s1_18.push_back(Pass(1));
+      Pass(32); s1_32.push_back(Pass(1));
+    }
+    printf("1 after 1: %.2f\n1 after 4: %.2f\n1 after 18: %.2f\n1 after 32: %.2f\n2 after 1: %.2f\n", Median(s11),
+           Median(s1_4), Median(s1_18), Median(s1_32), Median(s2_1));
+    return 0;
+  }
   std::vector<double> s11, s21, s12, s22, s13, s31, s32, s23;
   for (int r = 0; r < 40; ++r) {
     Pass(1); s11.push_back(Pass(1)); s11.push_back(Pass(1));
