@@ -281,6 +281,22 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "usage: replay_retrieval --profile PROFILE.json [--budget N] [--fixed] [--scale-prior X] [--alpha X] [--explore X] [--request-strength X] [--by-copy] [--fresh] [--no-cap] [--perfect] [--no-shadow] [--no-context] [--max-loss X] [--loss-grant X] [--trace PROMPT_ID] results.json...\n");
     return 2;
   }
+  // Every recording is read and checked before any work: replaying needs the tokens
+  // that only `graft bench --save-outputs` keeps (without it prompt_tokens is a count).
+  std::vector<json> runs;
+  for (const std::string& f : files) {
+    runs.push_back(ReadJson(f));
+    const json& rj = runs.back();
+    bool saved = false;
+    if (rj.contains("rows") && rj["rows"].is_array()) {
+      for (const json& row : rj["rows"]) {
+        saved = saved || (row.is_object() && row.value("config", "") == "ar" && row.contains("prompt_tokens") &&
+                          row["prompt_tokens"].is_array() && row.contains("output_tokens") &&
+                          row["output_tokens"].is_array());
+      }
+    }
+    if (!saved) throw std::runtime_error(f + ": no saved outputs of ar (rerun `graft bench` with --save-outputs)");
+  }
   json pj = ReadJson(profile);
   // The profile's curves, and its long-prefix curve when it has one (draft passes are not replayed).
   const graft::CostModel costs = graft::CostModel::Of(graft::CostProfileFromJson(pj));
@@ -295,14 +311,13 @@ int Run(int argc, char** argv) {
   r.loss_options = loss;
   std::printf("%-28s %6s %6s %6s %8s\n", "prompt", "tokens", "tau", "rows", "speedup");
   Totals all;
-  for (const std::string& f : files) {
-    const json rj = ReadJson(f);
+  for (const json& rj : runs) {
     // Recordings of older runs lack the flag: then no output counts as cut.
     const int32_t n_predict = cap_outputs && rj.contains("flags") && rj["flags"].contains("n_predict")
                                   ? rj["flags"]["n_predict"].get<int32_t>()
                                   : 0;
     for (const json& row : rj.at("rows")) {
-      if (!row.contains("prompt_tokens") || row.at("config") != "ar") continue;
+      if (row.at("config") != "ar" || !row.contains("prompt_tokens") || !row["prompt_tokens"].is_array()) continue;
       Totals t;
       if (fresh) {
         r.calibration.Clear();
