@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -26,12 +27,42 @@ json Opt(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); 
 
 double Div(double a, double b) { return b != 0 ? a / b : 0.0; }
 
+// Student's t quantile at 0.975 for `df` degrees of freedom (two-sided 95%): the
+// table up to 30, then the Cornish-Fisher expansion around the normal's 1.96 (within
+// 0.001 of the exact quantile there).
+double T975(int64_t df) {
+  static constexpr double kTable[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+                                      2.201,  2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+                                      2.080,  2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
+  if (df >= 1 && df <= 30) return kTable[df - 1];
+  const double z = 1.959964, d = static_cast<double>(df);
+  return z + (z * z * z + z) / (4 * d) + (5 * std::pow(z, 5) + 16 * z * z * z + 3 * z) / (96 * d * d);
+}
+
+// The 95% confidence interval of the mean of `v` (Student's t over its values), or
+// null with fewer than two values. The rows of a run are its prompts (and repetitions),
+// each a ratio paired with ar's on the same prompt: the interval says how far the
+// machine's noise and the prompts' variety leave the mean uncertain.
+json MeanInterval(const std::vector<double>& v) {
+  if (v.size() < 2) return nullptr;
+  double mean = 0;
+  for (double x : v) mean += x;
+  mean /= static_cast<double>(v.size());
+  double ss = 0;
+  for (double x : v) ss += (x - mean) * (x - mean);
+  const double half = T975(static_cast<int64_t>(v.size()) - 1) *
+                      std::sqrt(ss / static_cast<double>(v.size() - 1) / static_cast<double>(v.size()));
+  // A speedup is positive: a wide interval of few rows stops at 0.
+  return json::array({std::max(0.0, mean - half), mean + half});
+}
+
 // Aggregates over a set of rows (one configuration, maybe one category).
 struct Agg {
   int64_t n = 0;
   double speedup_sum = 0, e2e_sum = 0, tps_sum = 0, wall_tps_sum = 0, oracle_sum = 0, modelled_sum = 0;
   int64_t speedup_n = 0, e2e_n = 0, oracle_n = 0, greedy_n = 0, lossless_n = 0, modelled_n = 0;
   int64_t errors = 0;     // peer rows whose tool gave no result (not in the other figures)
+  std::vector<double> speedups;  // each row's speedup, for the interval of their mean
   GenerationStats total;  // counts and times summed over the rows
 
   void Add(const BenchRow& r) {
@@ -40,7 +71,7 @@ struct Agg {
       return;
     }
     ++n;
-    if (r.speedup) { speedup_sum += *r.speedup; ++speedup_n; }
+    if (r.speedup) { speedup_sum += *r.speedup; ++speedup_n; speedups.push_back(*r.speedup); }
     if (r.e2e_speedup) { e2e_sum += *r.e2e_speedup; ++e2e_n; }
     if (r.oracle_fraction) { oracle_sum += *r.oracle_fraction; ++oracle_n; }
     if (r.modelled_speedup) { modelled_sum += *r.modelled_speedup; ++modelled_n; }
@@ -65,6 +96,7 @@ struct Agg {
   }
   json Full() const {
     json j = Short();
+    j["speedup_ci95"] = MeanInterval(speedups);
     j["wall_tokens_per_s"] = Mean(wall_tps_sum, n);
     j["nodes_per_pass"] = Div(total.nodes_verified, total.n_passes);
     j["oracle_fraction"] = Mean(oracle_sum, oracle_n);
@@ -313,7 +345,9 @@ std::string MarkdownText(const json& res, const std::vector<std::string>& catego
   }
   os << "\nSpeedup = mean over prompts of (decode tokens/s) / (ar's decode tokens/s), prefill excluded; "
         "e2e speedup = mean of (ar's prefill + its decode time for as many tokens) / (wall time, prefill included); "
-        "tau = new tokens per target pass. Each configuration runs on its own engine, interleaved per prompt. "
+        "tau = new tokens per target pass; 95% CI = the 95% interval of the speedup's mean over its rows "
+        "(Student's t): it holds the machine's noise and the prompts' variety, and a run whose interval "
+        "straddles 1.00x has not shown a gain or a loss. Each configuration runs on its own engine, interleaved per prompt. "
         "Modelled speedup = the same ratio with the clock replaced by the cached cost profile: each target or "
         "draft pass priced at the profile's ms for its rows, so the machine's noise is out of it (the rest of a "
         "step, retrieval, grafting, verification and commit, is left out).\n";
@@ -393,16 +427,19 @@ std::string MarkdownText(const json& res, const std::vector<std::string>& catego
       });
     }
     os << "\n### Statistics, temperature " << tk << "\n\n"
-       << "| Method | tokens/s | speedup | e2e speedup | tau | acceptance | nodes/pass | lossless | oracle frac. "
+       << "| Method | tokens/s | speedup | 95% CI | e2e speedup | tau | acceptance | nodes/pass | lossless | oracle frac. "
           "| ms/pass draft | retrieve | graft | verify | commit | prefill ms |\n"
-       << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+       << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     for (const json& c : res["configs"]) {
       if (TempKey(c["temperature"].get<double>()) != tk) continue;
       const json& e = table[c["name"].get<std::string>()];
       auto n = [&](const char* k, int p) { return e[k].is_null() ? std::string("-") : Num(e[k].get<double>(), p); };
       const json& ms = e["ms_per_pass"];
+      const json ci = e.value("speedup_ci95", json());
+      const std::string interval =
+          ci.is_array() ? Num(ci[0].get<double>(), 2) + "-" + Num(ci[1].get<double>(), 2) : std::string("-");
       os << "| " << c["name"].get<std::string>() << " | " << n("tokens_per_s", 1) << " | " << n("speedup", 2)
-         << " | " << n("e2e_speedup", 2) << " | " << n("tau", 2) << " | " << Pct(e["acceptance"]) << " | "
+         << " | " << interval << " | " << n("e2e_speedup", 2) << " | " << n("tau", 2) << " | " << Pct(e["acceptance"]) << " | "
          << n("nodes_per_pass", 1) << " | " << Pct(e["lossless_rate"]) << " | " << Pct(e["oracle_fraction"])
          << " | " << Num(ms["draft"].get<double>(), 1) << " | " << Num(ms["retrieve"].get<double>(), 2) << " | "
          << Num(ms["graft"].get<double>(), 2) << " | " << Num(ms["verify"].get<double>(), 1) << " | "

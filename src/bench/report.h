@@ -20,7 +20,9 @@
 //               of_profile: the median over ar's rows of its pass time / the cost
 //               profile's price for its passes (null without a profile); outside
 //               kProfileMatch the report says the profile does not match the run.
-// An entry: n, speedup (mean over prompts of decode tokens/s / ar's), e2e_speedup (mean
+// An entry: n, speedup (mean over prompts of decode tokens/s / ar's), speedup_ci95 ([low,
+// high]: the 95% Student's t interval of that mean over the entry's rows; null below two
+// rows; overall entries only), e2e_speedup (mean
 // of ar's wall ms for as many tokens / the row's wall ms, prefill included),
 // modelled_speedup (mean of BenchRow::modelled_speedup; null for peers), tokens_per_s, wall_tokens_per_s, tau (sum new tokens
 // / sum passes), acceptance, nodes_per_pass, lossless_rate (temperature 0 rows; null

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,32 @@ TEST(ReportTest, SteadinessIsArsPassTimeAcrossItsRows) {
 
   // Without ar rows there is nothing to judge by.
   EXPECT_TRUE(Summarize({Row(Method::kGraft, 500, 5)}, Configs(), {"chat"})["steadiness"].is_null());
+}
+
+TEST(ReportTest, GivesTheSpeedupsIntervalOverItsRows) {
+  // graft's rows at 1.0x, 1.2x and 1.4x: mean 1.2, s = 0.2, t(0.975, 2) = 4.303, so
+  // 1.2 -/+ 4.303 * 0.2 / sqrt(3).
+  std::vector<BenchRow> rows = {Row(Method::kAr, 800, 10)};
+  for (double s : {1.0, 1.4, 1.2}) {
+    rows.push_back(Row(Method::kGraft, 800, 10));
+    rows.back().speedup = s;
+  }
+  const json table = Summarize(rows, Configs(), {"chat"})["summary_by_temp"]["0"];
+  const json ci = table["graft@16"]["speedup_ci95"];
+  ASSERT_TRUE(ci.is_array());
+  const double half = 4.303 * 0.2 / std::sqrt(3.0);
+  EXPECT_NEAR(ci[0].get<double>(), 1.2 - half, 1e-9);
+  EXPECT_NEAR(ci[1].get<double>(), 1.2 + half, 1e-9);
+  // One row has no interval; many rows use the normal's tail, near 1.96.
+  EXPECT_TRUE(table["ar"]["speedup_ci95"].is_null());
+  rows.resize(1);
+  for (int i = 0; i < 200; ++i) {
+    rows.push_back(Row(Method::kGraft, 800, 10));
+    rows.back().speedup = i % 2 ? 1.1 : 0.9;
+  }
+  const json wide = Summarize(rows, Configs(), {"chat"})["summary_by_temp"]["0"]["graft@16"]["speedup_ci95"];
+  const double sd = std::sqrt(200 * 0.01 / 199.0);
+  EXPECT_NEAR(wide[1].get<double>() - 1.0, 1.972 * sd / std::sqrt(200.0), 1e-3);
 }
 
 TEST(ReportTest, MarkdownWarnsWhenTheMachineWasNotSteady) {
