@@ -196,7 +196,8 @@ DraftGate::Plan DraftGate::BestPlan(const CostModel& cost, double alpha, int32_t
   for (int32_t d = 1; d <= max_depth; ++d) {
     p *= alpha;
     tokens += p;
-    const double ms = cost.DraftMs(1) + (d - 1) * cost.DraftMs(level_rows) + cost.VerifyMs(d + 1);
+    const double ms = cost.DraftMs(1) + (d - 1) * cost.DraftMs(level_rows) + cost.VerifyMs(d + 1) +
+                      cost.ReadMs(1) * (tokens - 1);
     if (tokens / ms > best.rate) best = {d, tokens, tokens / ms};
   }
   return best;
@@ -207,9 +208,12 @@ double DraftGate::DraftRate(const CostModel& cost, double alpha, int32_t max_dep
 }
 
 bool DraftGate::Pays(const CostModel& cost, double alpha, int32_t max_depth, int32_t level_rows, int32_t catch_up,
-                     int32_t remaining) const {
-  const double r_retrieve = RetrievalRate(cost);
-  const double r_draft = DraftRate(cost, alpha, max_depth, level_rows);
+                     int32_t remaining, bool measured) const {
+  // Drafting must beat plain decoding too: a retrieval arm slower than a 1-row pass
+  // can always fall back to one.
+  const double r_retrieve = std::max(RetrievalRate(cost), 1.0 / cost.VerifyMs(1));
+  double r_draft = DraftRate(cost, alpha, max_depth, level_rows);
+  if (measured && drafted_seen_ > 0) r_draft = std::min(r_draft, drafted_rate_);
   if (!(r_draft > r_retrieve)) return false;
   // ms saved over the rest of the request against the draft's catch-up.
   const double saved = std::max(0, remaining) * (1.0 / r_retrieve - 1.0 / r_draft);
@@ -220,14 +224,15 @@ bool DraftGate::ShouldDraft(const CostModel& cost, int32_t max_depth, int32_t le
                             int32_t remaining) {
   ++step_;
   if (max_depth < 1) return false;
-  if (Pays(cost, Accept(), max_depth, level_rows, catch_up, remaining)) {
+  if (Pays(cost, Accept(), max_depth, level_rows, catch_up, remaining, /*measured=*/true)) {
     decision_accept_ = Accept();
     return true;
   }
   if (step_ < next_explore_) return false;
   next_explore_ *= 2;
   decision_accept_ = o_.max_accept;
-  return Pays(cost, o_.max_accept, max_depth, level_rows, catch_up, remaining);
+  // Exploring tries the draft again whatever its measured rate said: the text moves on.
+  return Pays(cost, o_.max_accept, max_depth, level_rows, catch_up, remaining, /*measured=*/false);
 }
 
 void DraftGate::ObserveDraft(int32_t levels, int32_t accepted) {
@@ -235,6 +240,13 @@ void DraftGate::ObserveDraft(int32_t levels, int32_t accepted) {
     levels_ = o_.forget * levels_ + 1;
     accepted_ = o_.forget * accepted_ + (i < accepted ? 1 : 0);
   }
+}
+
+void DraftGate::ObserveDrafted(int32_t tokens, double ms) {
+  if (!(ms > 0)) return;
+  const double r = tokens / ms;
+  drafted_rate_ = drafted_seen_ == 0 ? r : (1 - o_.ema) * drafted_rate_ + o_.ema * r;
+  ++drafted_seen_;
 }
 
 void DraftGate::ObserveRetrieval(int32_t tokens, double ms) {

@@ -372,6 +372,49 @@ TEST(DraftGateTest, SameObservationsGiveSameDecisions) {
 }
 
 
+TEST(DraftGateTest, PricesTheRowsADraftStepReads) {
+  CostModel c = FlatPair();
+  c.SetReadRowMs(2.0);
+  // alpha 0.5, depth 1: 1.5 tokens in 1 + 10 ms and half a read; depth 2: 1.75 in
+  // 12 + 0.75 x 2 ms (the best); a lazy pass reads every accepted row.
+  EXPECT_NEAR(DraftGate::DraftRate(c, 0.5, 1, 1), 1.5 / 12, 1e-12);
+  EXPECT_NEAR(DraftGate::DraftRate(c, 0.5, 3, 1), 1.75 / 13.5, 1e-12);
+}
+
+TEST(DraftGateTest, NeverDraftsBelowPlainDecodingWhenRetrievalIsSlower) {
+  const CostModel c = XeonPair();
+  // At 0.9 per level a draft step (4 rows a level) would beat a retrieval arm that has
+  // been emitting a token per 3-row pass, but not plain decoding (a token per 71.1 ms).
+  const double r = DraftGate::DraftRate(c, 0.9, 6, 4);
+  ASSERT_GT(r, 1.0 / c.VerifyMs(3));
+  ASSERT_LT(r, 1.0 / c.VerifyMs(1));
+  DraftGate g(DraftGateOptions{.prior_accept = 0.9});
+  for (int step = 0; step < 20; ++step) {
+    ASSERT_FALSE(g.ShouldDraft(c, 6, 4, 1, 128)) << "step " << step;
+    g.ObserveRetrieval(1, c.VerifyMs(3));
+  }
+}
+
+TEST(DraftGateTest, StopsDraftingWhenItsMeasuredStepsLose) {
+  const CostModel c = FlatPair();
+  DraftGate g;
+  // The chain model at the prior (0.8 per level) promises far more than a 1-row pass;
+  // the drafted steps seen emit one token per 30 ms, a third of plain decoding's rate.
+  ASSERT_TRUE(g.ShouldDraft(c, 6, 1, 1, 128));
+  g.ObserveDraft(3, 3);  // its levels were accepted: alpha stays high
+  g.ObserveDrafted(1, 30.0);
+  EXPECT_GT(g.Accept(), 0.8);
+  EXPECT_NEAR(g.DraftedRate(), 1.0 / 30, 1e-12);
+  int drafts = 0;
+  for (int step = 2; step < 32; ++step) drafts += g.ShouldDraft(c, 6, 1, 1, 128);
+  EXPECT_EQ(drafts, 0);
+  // Exploring (step 32) tries it again, whatever was measured.
+  EXPECT_TRUE(g.ShouldDraft(c, 6, 1, 1, 128));
+  // Steps that deliver bring it back.
+  for (int i = 0; i < 30; ++i) g.ObserveDrafted(4, 10.0);
+  EXPECT_TRUE(g.ShouldDraft(c, 6, 1, 1, 128));
+}
+
 TEST(DraftGateTest, BestPlanIsTheDepthDraftRateChose) {
   const CostModel c = FlatPair();
   // alpha 0.5: depth 2 is best (see above), 1.75 tokens.

@@ -28,6 +28,7 @@ class GraftProposer final : public Proposer {
     const DecodeOptions& o = rs.options;
     drafted_ = false;
     draft_ms_ = 0;
+    draft_step_ms_ = 0;
     offered_ = false;
     alone_ = limits.load.rows == 0;
     // This step's passes are priced at the request's length (ContextCost): a row
@@ -81,7 +82,11 @@ class GraftProposer final : public Proposer {
     // Modelled cost: the catch-up pass over the tokens the draft cache lacked, then
     // one pass per level over at most `frontier` rows.
     if (cost_.has_value()) {
-      draft_ms_ = cost_->DraftMs(call.catch_up) + (call.passes - 1) * cost_->DraftMs(call.params.frontier);
+      const double levels_ms = (call.passes - 1) * cost_->DraftMs(call.params.frontier);
+      draft_ms_ = cost_->DraftMs(call.catch_up) + levels_ms;
+      // The gate weighs the prompt prefill on its own (DraftCatchUpMs): its measured
+      // rate sees a step's catch-up only up to a tree's tokens, as a step makes it.
+      draft_step_ms_ = cost_->DraftMs(std::min(call.catch_up, limits.budget + 1)) + levels_ms;
     }
     {
       ScopedMs t(&rs.stats->t_draft_ms);
@@ -110,8 +115,12 @@ class GraftProposer final : public Proposer {
     // and turn the draft on where it cannot pay.
     // A lazy pass also read the logits of its accepted rows (CostModel::ReadMs).
     const double read_ms = cost_.has_value() ? cost_->ReadMs(static_cast<int32_t>(vr.accepted.size()) - 1) : 0;
-    if (cost_.has_value() && !drafted_ && alone_) {
-      gate_.ObserveRetrieval(static_cast<int32_t>(emitted.size()), cost_->VerifyMs(tree_size_) + read_ms);
+    if (cost_.has_value() && alone_) {
+      if (drafted_) {
+        gate_.ObserveDrafted(static_cast<int32_t>(emitted.size()), draft_step_ms_ + cost_->VerifyMs(tree_size_) + read_ms);
+      } else {
+        gate_.ObserveRetrieval(static_cast<int32_t>(emitted.size()), cost_->VerifyMs(tree_size_) + read_ms);
+      }
     }
     if (cost_.has_value()) {
       loss_.Observe(draft_ms_ + cost_->VerifyMs(load_rows_ + tree_size_) + read_ms, cost_->VerifyMs(load_rows_ + 1),
@@ -247,6 +256,7 @@ class GraftProposer final : public Proposer {
   std::vector<int32_t> cut_kept_;  // the indices in cut_ of the nodes kept (Prune's kept_index)
   bool drafted_ = false;   // this step's tree came from the drafter: commit its cache
   double draft_ms_ = 0;    // modelled draft cost of this step
+  double draft_step_ms_ = 0;  // the same with the catch-up capped at a tree's tokens (DraftGate::ObserveDrafted)
   bool alone_ = true;      // this step's pass holds no other rows (StepLimits::load)
   bool offered_ = false;   // this step's draft is an offer (offer_), its fallback tree in fallback_
   DraftOffer offer_;
