@@ -213,7 +213,7 @@ bool DraftGate::Pays(const CostModel& cost, double alpha, int32_t max_depth, int
   // can always fall back to one.
   const double r_retrieve = std::max(RetrievalRate(cost), 1.0 / cost.VerifyMs(1));
   double r_draft = DraftRate(cost, alpha, max_depth, level_rows);
-  if (measured && drafted_seen_ > 0) r_draft = std::min(r_draft, drafted_rate_);
+  if (measured && drafted_.seen > 0) r_draft = std::min(r_draft, drafted_.rate);
   if (!(r_draft > r_retrieve)) return false;
   // ms saved over the rest of the request against the draft's catch-up.
   const double saved = std::max(0, remaining) * (1.0 / r_retrieve - 1.0 / r_draft);
@@ -242,18 +242,15 @@ void DraftGate::ObserveDraft(int32_t levels, int32_t accepted) {
   }
 }
 
-void DraftGate::ObserveDrafted(int32_t tokens, double ms) {
+void DraftGate::StepRate::Add(int32_t tokens, double ms, double ema) {
   if (!(ms > 0)) return;
   const double r = tokens / ms;
-  drafted_rate_ = drafted_seen_ == 0 ? r : (1 - o_.ema) * drafted_rate_ + o_.ema * r;
-  ++drafted_seen_;
+  rate = seen == 0 ? r : (1 - ema) * rate + ema * r;
+  ++seen;
 }
 
-void DraftGate::ObserveRetrieval(int32_t tokens, double ms) {
-  if (!(ms > 0)) return;
-  const double r = tokens / ms;
-  rate_ = seen_ == 0 ? r : (1 - o_.ema) * rate_ + o_.ema * r;
-  ++seen_;
-}
+void DraftGate::ObserveDrafted(int32_t tokens, double ms) { drafted_.Add(tokens, ms, o_.ema); }
+
+void DraftGate::ObserveRetrieval(int32_t tokens, double ms) { retrieval_.Add(tokens, ms, o_.ema); }
 
 }  // namespace graft

@@ -183,8 +183,9 @@ class LossBudget {
 // - Exploit: draft when the draft rate beats both the retrieval rate and plain
 //   decoding's (1 / VerifyMs(1): a retrieval arm slower than that is no reason to
 //   draft) and the time it saves over the request's remaining tokens covers the
-//   draft's catch-up (its prompt prefill the first time). Explore: otherwise, once at gate steps 32, 64,
-//   128, ... (decaying), draft if an `max_accept` draft would pay by the same test.
+//   draft's catch-up (its prompt prefill the first time). Explore: otherwise, once at
+//   gate steps 32, 64, 128, ... (decaying), draft if an `max_accept` draft would pay by
+//   the same test, the measured rate left out.
 //
 // So where even a draft accepted at `max_accept` per level cannot beat a 1-row pass
 // (measured here: a 0.5B draft level costs 0.54 of a 1.5B target token and two
@@ -250,9 +251,11 @@ class DraftGate {
   // Posterior mean of the per-level acceptance.
   double Accept() const { return (o_.prior_accept * o_.prior_levels + accepted_) / (o_.prior_levels + levels_); }
   // Tokens per ms of the retrieval arm (1 / VerifyMs(1) before any observation).
-  double RetrievalRate(const CostModel& cost) const { return seen_ > 0 ? rate_ : 1.0 / cost.VerifyMs(1); }
+  double RetrievalRate(const CostModel& cost) const {
+    return retrieval_.seen > 0 ? retrieval_.rate : 1.0 / cost.VerifyMs(1);
+  }
   // Tokens per ms of the drafted steps seen (EMA), or -1 before any.
-  double DraftedRate() const { return drafted_seen_ > 0 ? drafted_rate_ : -1.0; }
+  double DraftedRate() const { return drafted_.seen > 0 ? drafted_.rate : -1.0; }
   // Expected tokens per ms of a draft step whose levels are each accepted with
   // probability `alpha`, at its best depth d <= max_depth, with t = 1 + alpha + ... + alpha^d:
   //   t / (DraftMs(1) + (d - 1) DraftMs(level_rows) + VerifyMs(d + 1) + ReadMs(1) (t - 1))
@@ -277,10 +280,14 @@ class DraftGate {
 
   DraftGateOptions o_;
   double levels_ = 0, accepted_ = 0;  // faded counts of observed draft levels
-  double rate_ = 0;                   // retrieval arm: tokens per ms (EMA)
-  int32_t seen_ = 0;                  // retrieval steps observed
-  double drafted_rate_ = 0;           // drafted steps: tokens per ms (EMA)
-  int32_t drafted_seen_ = 0;          // drafted steps observed
+  // Tokens per modelled ms of observed steps: an EMA of weight `ema`, the first step's rate at first.
+  struct StepRate {
+    double rate = 0;
+    int32_t seen = 0;  // steps observed
+    void Add(int32_t tokens, double ms, double ema);
+  };
+  StepRate retrieval_;  // retrieval-only steps
+  StepRate drafted_;    // drafted steps
   int64_t step_ = 0;
   int64_t next_explore_;
   double decision_accept_ = 0;

@@ -116,10 +116,12 @@ class GraftProposer final : public Proposer {
     // A lazy pass also read the logits of its accepted rows (CostModel::ReadMs).
     const double read_ms = cost_.has_value() ? cost_->ReadMs(static_cast<int32_t>(vr.accepted.size()) - 1) : 0;
     if (cost_.has_value() && alone_) {
+      const int32_t tokens = static_cast<int32_t>(emitted.size());
+      const double pass_ms = cost_->VerifyMs(tree_size_) + read_ms;
       if (drafted_) {
-        gate_.ObserveDrafted(static_cast<int32_t>(emitted.size()), draft_step_ms_ + cost_->VerifyMs(tree_size_) + read_ms);
+        gate_.ObserveDrafted(tokens, draft_step_ms_ + pass_ms);
       } else {
-        gate_.ObserveRetrieval(static_cast<int32_t>(emitted.size()), cost_->VerifyMs(tree_size_) + read_ms);
+        gate_.ObserveRetrieval(tokens, pass_ms);
       }
     }
     if (cost_.has_value()) {
