@@ -14,8 +14,8 @@
 // only, not from the cut ones (graft/shadow.h); --perfect replaces the policy by one
 // that knows the output: each step verifies the correct path of the retrieved trie to
 // the depth that the cost profile rates fastest (no miss, no wasted row), the ceiling
-// of any policy over these candidates on this profile. --max-loss and --loss-grant set
-// the loss budget (LossBudget, src/engine/cost_model.h; -1 = none). A profile timed at
+// of any policy over these candidates on this profile. --max-loss, --loss-grant and
+// --loss-prefill set the loss budget (LossBudget, src/engine/cost_model.h; -1 = none). A profile timed at
 // a second, longer prefix (version 3) prices every step at its context (ContextCost);
 // --no-context keeps the policy's decisions at the profile's prefix, the price not.
 #include <algorithm>
@@ -114,7 +114,7 @@ struct Replayer {
     request.Reset(prompt);
     calibration.BeginRequest();
     shadow.Clear();
-    loss.Begin(loss_options);
+    loss.Begin(loss_options, cost.PrefillMs(static_cast<int64_t>(prompt.size())));
     std::vector<Token> committed = prompt;
     size_t i = 0;
     while (i < out.size()) {
@@ -252,7 +252,9 @@ int Run(int argc, char** argv) {
   bool fresh = false;  // every prompt starts with a fresh calibration and history
   bool perfect = false;
   // The engine's defaults (--max-loss -1: no bound, as before 2026-12-03).
-  graft::LossBudgetOptions loss{.allowance = graft::DecodeOptions{}.max_loss, .grant = graft::DecodeOptions{}.loss_grant};
+  graft::LossBudgetOptions loss{.allowance = graft::DecodeOptions{}.max_loss,
+                                .grant = graft::DecodeOptions{}.loss_grant,
+                                .prefill_share = graft::DecodeOptions{}.loss_prefill};
   bool context = true;  // the policy prices passes at their context (--no-context: at the profile's prefix)
   bool shadow = true;  // ShadowTrials, as the engine (--no-shadow: verified nodes only, as before 2026-12-02)
   std::string trace;  // a prompt id whose steps are printed
@@ -274,11 +276,12 @@ int Run(int argc, char** argv) {
     else if (arg == "--no-context") context = false;
     else if (arg == "--max-loss" && a + 1 < argc) loss.allowance = std::stod(argv[++a]);
     else if (arg == "--loss-grant" && a + 1 < argc) loss.grant = std::stod(argv[++a]);
+    else if (arg == "--loss-prefill" && a + 1 < argc) loss.prefill_share = std::stod(argv[++a]);
     else if (arg == "--trace" && a + 1 < argc) trace = argv[++a];
     else files.push_back(arg);
   }
   if (profile.empty() || files.empty() || budget < 1 || budget > 256) {
-    std::fprintf(stderr, "usage: replay_retrieval --profile PROFILE.json [--budget N] [--fixed] [--scale-prior X] [--alpha X] [--explore X] [--request-strength X] [--by-copy] [--fresh] [--no-cap] [--perfect] [--no-shadow] [--no-context] [--max-loss X] [--loss-grant X] [--trace PROMPT_ID] results.json...\n");
+    std::fprintf(stderr, "usage: replay_retrieval --profile PROFILE.json [--budget N] [--fixed] [--scale-prior X] [--alpha X] [--explore X] [--request-strength X] [--by-copy] [--fresh] [--no-cap] [--perfect] [--no-shadow] [--no-context] [--max-loss X] [--loss-grant X] [--loss-prefill X] [--trace PROMPT_ID] results.json...\n");
     return 2;
   }
   // Every recording is read and checked before any work: replaying needs the tokens

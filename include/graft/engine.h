@@ -97,8 +97,19 @@ struct DecodeOptions {
   // of plain decoding's modelled time for the tokens it emitted, plus `loss_grant`
   // 1-row passes; a tree whose worst case (only its root's token accepted) would go
   // past that is cut to what fits (LossBudget, src/engine/cost_model.h). < 0 = no bound.
+  // Past its first 16 tokens a request also earns `loss_prefill` of its prompt's
+  // modelled prefill, over the next 32 (LossBudgetOptions::prefill_share). So an answer
+  // of T <= 16 tokens runs at >= 1 / (1 + max_loss + loss_grant / T) of plain decoding's
+  // modelled speed: at these defaults >= 0.95 from T = 10 on, and past 16 tokens still
+  // >= 0.95 for prompts of up to 256 tokens (issue 9: no prompt below 0.95x). On a 2-core
+  // Xeon a grant of 2 let 15-17-token qa answers spend it on 4-row bets accepted 9% of
+  // the time (0.905-0.935x modelled); a grant of 0.3 alone left a long document's summary
+  // unable to bet again for ~15 tokens after a miss (0.97x where it had got 1.12x); the
+  // prefill's share gives long prompts that room back once the answer is not short
+  // (docs/bench-2026-12-04-xeon-budget*).
   double max_loss = 0.02;
-  double loss_grant = 2.0;
+  double loss_grant = 0.3;
+  double loss_prefill = 0.01;
   bool learn = true;            // update history, next-token table and calibration
 };
 

@@ -88,6 +88,10 @@ class CostModel {
   // a draft pass holds anyway: past the measured curve, each row at the per-row cost
   // of the largest measured pass (batched prefill is cheaper per row; an upper bound).
   double DraftCatchUpMs(int32_t rows) const;
+  // Modelled ms of prefilling `tokens` prompt tokens: each at the per-row cost of the
+  // largest measured target pass, at the profile's prefix (a lower bound: a batch of
+  // 512 costs less per row, and a long prompt's attention more). O(1).
+  double PrefillMs(int64_t tokens) const;
 
   // `a`: acceptance probabilities of the candidate non-root nodes in descending
   // order (a parents-closed order, e.g. by PathAcceptance). Returns the tree size
@@ -124,25 +128,41 @@ class CostModel {
 // n rows is allowed while its worst case keeps the request's modelled excess over plain
 // decoding within
 //   allowance * (plain time of the tokens emitted so far) + grant * (one 1-row pass)
+//   + prefill_share * (the prompt's modelled prefill) * ramp(tokens emitted)
 // (what the request has gained over plain decoding adds to it, what it lost comes off).
-// A request that emits T tokens then runs at >= 1 / (1 + allowance + grant / T) of plain
-// decoding's modelled speed (0.96 for T = 96 at the defaults), whatever its estimates
-// say; a request that copies gains room with every accepted token and is not held back.
+// Up to `prefill_after` tokens the ramp is 0, and a request of T tokens runs at
+// >= 1 / (1 + allowance + grant / T) of plain decoding's modelled speed whatever its
+// estimates say (at the defaults: >= 0.95 from T = 10 on), so a short answer cannot
+// spend a speculation it never wins back. Past that it is not a short answer, and a
+// long prompt gives it room to bet again after misses: on a 2-core Xeon a grant of 0.3
+// passes alone left a long document's summary unable to try a second copy for ~15
+// tokens after its first miss (0.97x modelled where a grant of 2 got 1.12x); the
+// prefill's share keeps the end-to-end loss under about `prefill_share` more. A
+// request that copies gains room with every accepted token and is not held back.
 // Only the target's rows are capped: a drafted tree's draft passes are DraftGate's to
 // decide, and are counted in the excess once spent. Deterministic (modelled costs).
 // The defaults are DecodeOptions::max_loss and loss_grant; these are "no bound".
 struct LossBudgetOptions {
   double allowance = -1;  // < 0: no bound
   double grant = 0;       // in 1-row passes
+  // Once the request has emitted `prefill_after` tokens it also earns `prefill_share` of
+  // its prompt's modelled prefill (CostModel::PrefillMs), spread over the next
+  // `prefill_over` tokens.
+  double prefill_share = 0;
+  int64_t prefill_after = 16;
+  int64_t prefill_over = 32;
 };
 
 class LossBudget {
  public:
   // Starts a request with no excess. O(1).
-  void Begin(const LossBudgetOptions& options) {
+  // `prefill_ms`: the prompt's modelled prefill (CostModel::PrefillMs).
+  void Begin(const LossBudgetOptions& options, double prefill_ms = 0) {
     o_ = options;
     excess_ms_ = 0;
     plain_ms_ = 0;
+    prefill_ms_ = prefill_ms;
+    tokens_ = 0;
   }
   // The largest n in [1, max_n] such that a pass over any m <= n rows, with
   // `other_rows` more rows in it (BatchLoad), keeps the request within its budget even
@@ -154,6 +174,7 @@ class LossBudget {
   void Observe(double step_ms, double plain_ms, int32_t tokens) {
     excess_ms_ += step_ms - plain_ms * tokens;
     plain_ms_ += plain_ms * tokens;
+    tokens_ += tokens;
   }
   // Modelled ms this request spent beyond plain decoding (negative: ahead of it).
   double excess_ms() const { return excess_ms_; }
@@ -162,6 +183,8 @@ class LossBudget {
   LossBudgetOptions o_;
   double excess_ms_ = 0;  // sum of step_ms - plain_ms * tokens
   double plain_ms_ = 0;   // sum of plain_ms * tokens
+  double prefill_ms_ = 0;  // the prompt's modelled prefill
+  int64_t tokens_ = 0;     // emitted so far
 };
 
 // Whether the draft model pays on this machine, decided per step between two arms:

@@ -981,8 +981,8 @@ struct CpuLikeTinyPair {
 // (DecodeOptions::max_loss, LossBudget): on a machine where each extra row costs 0.2
 // of a pass and a draft pass 20 (so the draft never runs), a cold engine's modelled
 // time (its passes priced by the profile) stays within (1 + max_loss) x plain +
-// loss_grant passes on every request, whatever its optimistic first estimates
-// promised. A tight budget (no allowance, half a pass) makes the check bite: without
+// loss_grant passes + loss_prefill x its prompt's modelled prefill on every request,
+// whatever its optimistic first estimates promised. A tight budget (no allowance, half a pass) makes the check bite: without
 // it, graft goes past that bound.
 TEST(EngineTest, GraftStaysWithinItsLossBudget) {
   CpuLikeTinyPair pair("graft_loss_budget");
@@ -993,14 +993,19 @@ TEST(EngineTest, GraftStaysWithinItsLossBudget) {
   // The worst request's modelled ms beyond the bound (<= 0: within it), and the rows verified.
   const auto worst = [&](double max_loss, int64_t* rows) {
     Engine engine(*pair.target, pair.draft.get(), pair.cfg);
-    const DecodeOptions o{.method = Method::kGraft, .tree_budget = 16, .max_loss = max_loss, .loss_grant = 0.5};
+    const DecodeOptions o{
+        .method = Method::kGraft, .tree_budget = 16, .max_loss = max_loss, .loss_grant = 0.5, .loss_prefill = 0.01};
+    const int32_t last = CostProfileOptionsOf(pair.cfg).max_rows;  // CostModel::PrefillMs: at its per-row cost
     double over = -1e300;
     for (size_t k = 0; k < 8; ++k) {
-      const GenerateResult r = engine.Generate(pair.Request(texts[k], 48), o);
+      const GenerateRequest req = pair.Request(texts[k], 48);
+      const GenerateResult r = engine.Generate(req, o);
       EXPECT_EQ(r.stats.n_draft_steps, 0);  // drafted trees are DraftGate's to size, not the budget's
       double ms = 0;
       for (size_t n = 1; n < r.stats.pass_rows.size(); ++n) ms += r.stats.pass_rows[n] * verify_ms(static_cast<int32_t>(n));
-      const double bound = (1 + std::max(0.0, max_loss)) * r.stats.n_generated * verify_ms(1) + o.loss_grant * verify_ms(1);
+      const double prefill_ms = static_cast<double>(req.prompt.size()) * verify_ms(last) / last;
+      const double bound = (1 + std::max(0.0, max_loss)) * r.stats.n_generated * verify_ms(1) +
+                           o.loss_grant * verify_ms(1) + o.loss_prefill * prefill_ms;
       over = std::max(over, ms - bound);
       *rows += r.stats.nodes_verified;
     }

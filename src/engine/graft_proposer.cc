@@ -21,7 +21,10 @@ class GraftProposer final : public Proposer {
     if (rs.options.adaptive) cost_ = es_.Costs(&rs.stats->t_calibrate_ms);
     shadow_.Clear();
     cut_ = TokenTree{};  // a request that ended between Propose and Learn staged one
-    loss_.Begin(LossBudgetOptions{.allowance = rs.options.max_loss, .grant = rs.options.loss_grant});
+    loss_.Begin(LossBudgetOptions{.allowance = rs.options.max_loss,
+                                  .grant = rs.options.loss_grant,
+                                  .prefill_share = rs.options.loss_prefill},
+                cost_ ? cost_->PrefillMs(static_cast<int64_t>(rs.request.prompt.size())) : 0.0);
   }
 
   std::optional<DraftParams> Propose(RequestState& rs, const StepLimits& limits, TokenTree* tree) override {

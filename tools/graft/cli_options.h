@@ -30,8 +30,9 @@ struct ModelFlags {
   void Add(CLI::App* app);
 };
 
-// --max-loss (DecodeOptions::max_loss), for DecodeFlags and graft bench's own knobs.
-CLI::Option* AddMaxLossOption(CLI::App* app, double* max_loss);
+// --max-loss and --loss-grant (DecodeOptions::max_loss, loss_grant), for DecodeFlags
+// and graft bench's own knobs.
+void AddLossOptions(CLI::App* app, double* max_loss, double* loss_grant, double* loss_prefill);
 
 struct DecodeFlags {
   std::string method;  // "" = graft with a draft model, else ar
@@ -44,6 +45,8 @@ struct DecodeFlags {
   float prune_p_min = 0.05f;
   float skip_draft_gain = 2.0f;
   double max_loss = DecodeOptions{}.max_loss;
+  double loss_grant = DecodeOptions{}.loss_grant;
+  double loss_prefill = DecodeOptions{}.loss_prefill;
   bool fixed_budget = false;
   float temp = 0.0f;
   int32_t top_k = 0;
