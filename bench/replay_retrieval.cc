@@ -15,9 +15,10 @@
 // that knows the output: each step verifies the correct path of the retrieved trie to
 // the depth that the cost profile rates fastest (no miss, no wasted row), the ceiling
 // of any policy over these candidates on this profile. --max-loss, --loss-grant and
-// --loss-prefill set the loss budget (LossBudget, src/engine/cost_model.h; -1 = none). A profile timed at
-// a second, longer prefix (version 3) prices every step at its context (ContextCost);
-// --no-context keeps the policy's decisions at the profile's prefix, the price not.
+// --loss-prefill set the loss budget (LossBudget, src/engine/cost_model.h; -1 = none).
+// A profile timed at a second, longer prefix (version 3) prices every step at its
+// context (ContextCost); --no-context keeps the policy's decisions at the profile's
+// prefix, the price not.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>

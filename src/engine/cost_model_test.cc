@@ -298,7 +298,8 @@ TEST(LossBudgetTest, APromptsPrefillAddsRoomOnlyAfterTheFirstTokens) {
   CostModel m(CpuCurve(), {});
   EXPECT_DOUBLE_EQ(m.PrefillMs(320), 3000.0);  // each token at 150 / 16 ms
   EXPECT_DOUBLE_EQ(m.PrefillMs(0), 0.0);
-  const LossBudgetOptions o{.allowance = 0.0, .grant = 0.0, .prefill_share = 0.02, .prefill_after = 16, .prefill_over = 32};
+  const LossBudgetOptions o{
+      .allowance = 0.0, .grant = 0.0, .prefill_share = 0.02, .prefill_after = 16, .prefill_over = 32};
   LossBudget b;
   b.Begin(o, m.PrefillMs(320));  // 60 ms in all
   for (int t = 0; t <= 16; ++t) {

@@ -982,8 +982,8 @@ struct CpuLikeTinyPair {
 // of a pass and a draft pass 20 (so the draft never runs), a cold engine's modelled
 // time (its passes priced by the profile) stays within (1 + max_loss) x plain +
 // loss_grant passes + loss_prefill x its prompt's modelled prefill on every request,
-// whatever its optimistic first estimates promised. A tight budget (no allowance, half a pass) makes the check bite: without
-// it, graft goes past that bound.
+// whatever its optimistic first estimates promised. A tight budget (no allowance, half
+// a pass) makes the check bite: without it, graft goes past that bound.
 TEST(EngineTest, GraftStaysWithinItsLossBudget) {
   CpuLikeTinyPair pair("graft_loss_budget");
   const auto verify_ms = [](int32_t r) { return 50.0 + 10.0 * (r - 1); };

@@ -30,8 +30,8 @@ struct ModelFlags {
   void Add(CLI::App* app);
 };
 
-// --max-loss and --loss-grant (DecodeOptions::max_loss, loss_grant), for DecodeFlags
-// and graft bench's own knobs.
+// --max-loss, --loss-grant and --loss-prefill (DecodeOptions::max_loss, loss_grant,
+// loss_prefill), for DecodeFlags and graft bench's own knobs.
 void AddLossOptions(CLI::App* app, double* max_loss, double* loss_grant, double* loss_prefill);
 
 struct DecodeFlags {
