@@ -120,6 +120,27 @@ std::vector<BenchPrompt> LoadLong(const std::string& path) {
   return out;
 }
 
+}  // namespace
+
+// EditEval's task is to return the edited code: its checker runs the answer as the code
+// (InstructCoder's edit_eval/evaluation.py). The instruction and the code alone make a chat
+// model explain the code instead, often in prose that repeats nothing (5 of the first 16
+// answers did until 2026-12-05), so the prompt asks for the code, as a user editing code
+// would. A task's "context" is the code around the one to edit, with {{Code}} at its place.
+std::string CodeEditPrompt(const std::string& instruction, const std::string& context, const std::string& code) {
+  auto fence = [](const std::string& s) {
+    const size_t end = s.find_last_not_of(" \t\r\n");
+    return "```python\n" + s.substr(0, end == std::string::npos ? 0 : end + 1) + "\n```\n\n";
+  };
+  std::string text = instruction + "\n\n";
+  if (!context.empty()) {
+    text += "The code sits in this context, where {{Code}} marks its place:\n\n" + fence(context) + "The code:\n\n";
+  }
+  return text + fence(code) + "Reply with the complete edited code only.";
+}
+
+namespace {
+
 std::vector<BenchPrompt> LoadCodeEdit(const std::string& path) {
   std::vector<BenchPrompt> out;
   ForEachLine(path, [&](const json& obj, const LineError& err) {
@@ -127,12 +148,9 @@ std::vector<BenchPrompt> LoadCodeEdit(const std::string& path) {
     auto tid = obj.find("task_id");
     p.id = tid != obj.end() ? IdOf(*tid) : std::to_string(err.line);
     p.category = "code_edit";
-    std::string text = FieldString(obj, "instruction", err, "") + "\n\n";
-    if (auto c = obj.find("context"); c != obj.end() && c->is_string() && !c->get<std::string>().empty()) {
-      text += c->get<std::string>() + "\n\n";
-    }
-    text += FieldString(obj, "input", err, "");
-    p.turns = {text};
+    std::string context;
+    if (auto c = obj.find("context"); c != obj.end() && c->is_string()) context = c->get<std::string>();
+    p.turns = {CodeEditPrompt(FieldString(obj, "instruction", err, ""), context, FieldString(obj, "input", err, ""))};
     out.push_back(std::move(p));
   });
   return out;

@@ -5,8 +5,9 @@
 //               conversation), translation, summarization, qa, math_reasoning, rag.
 //   long        long/gov_report_summ.jsonl: one prompt per (document, instruction),
 //               text = input + "\n\n" + instruction; category "long".
-//   code_edit   code_edit/edit_eval.jsonl: text = instruction + "\n\n" [+ context + "\n\n"]
-//               + input; category "code_edit".
+//   code_edit   code_edit/edit_eval.jsonl: the instruction, the code to edit (and the
+//               code around it) in fences, and a request for the edited code
+//               (CodeEditPrompt); category "code_edit".
 //   FILE.jsonl  one JSON object per line; the prompt field (a string, or a list of strings
 //               = conversation turns) and the category field are chosen by flags.
 //
@@ -51,6 +52,12 @@ std::string DefaultDataDir();
 // an object, a missing or mistyped field, or an empty turn; and for a missing file or
 // data directory (saying which flag fixes it) or a dataset with no prompts.
 std::vector<BenchPrompt> LoadDataset(const DatasetSpec& spec);
+
+// A code_edit prompt: `instruction`, then `context` (the code around the code to edit,
+// "{{Code}}" at its place; "" for none), then `code`, each in a ```python fence without its
+// trailing blank space, then "Reply with the complete edited code only.". EditEval checks
+// the answer as the edited code; without the request a chat model often explains the code.
+std::string CodeEditPrompt(const std::string& instruction, const std::string& context, const std::string& code);
 
 // Categories in order of first appearance (Spec-Bench's own order for spec_bench).
 std::vector<std::string> CategoryOrder(const std::vector<BenchPrompt>& prompts);

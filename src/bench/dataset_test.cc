@@ -89,6 +89,20 @@ TEST(Dataset, LongAndCodeEdit) {
   ASSERT_EQ(ce.size(), 3u);
   EXPECT_EQ(ce[0].id, "EditEval/0");
   EXPECT_EQ(ce[0].category, "code_edit");
+  // The instruction, the code fenced, and the request for the edited code (CodeEditPrompt).
+  const std::string& t = ce[0].turns.at(0);
+  EXPECT_EQ(t.rfind("Change the function so that it checks if all numbers", 0), 0u) << t;
+  EXPECT_NE(t.find("\n\n```python\nfrom typing import List\n\ndef has_close_elements("), std::string::npos) << t;
+  EXPECT_NE(t.find("    return False\n```\n\nReply with the complete edited code only."), std::string::npos) << t;
+}
+
+TEST(Dataset, CodeEditPromptFencesTheCodeAndItsContext) {
+  EXPECT_EQ(CodeEditPrompt("Fix it.", "", "def f():\n    return 1\n\n  \n"),
+            "Fix it.\n\n```python\ndef f():\n    return 1\n```\n\nReply with the complete edited code only.");
+  EXPECT_EQ(CodeEditPrompt("Fix it.", "class A:\n{{Code}}\n\n", "    x = 1"),
+            "Fix it.\n\nThe code sits in this context, where {{Code}} marks its place:\n\n"
+            "```python\nclass A:\n{{Code}}\n```\n\nThe code:\n\n```python\n    x = 1\n```\n\n"
+            "Reply with the complete edited code only.");
 }
 
 TEST(Dataset, CustomFieldsAndDefaults) {
