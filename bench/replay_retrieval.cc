@@ -105,6 +105,7 @@ struct Replayer {
   size_t out_pos_ = 0;
   graft::CandidateTrie trie_;  // the last step's retrieved candidates
   graft::LossBudgetOptions loss_options;  // the engine's DecodeOptions::max_loss, loss_grant
+
   graft::LossBudget loss;
 
   // One turn: prompt, then the recorded output, step by step.
@@ -195,7 +196,8 @@ struct Replayer {
     const std::vector<double> acc = graft::PathAcceptance(*tree, calibration);
     std::vector<double> sorted(acc.begin() + 1, acc.end());
     std::stable_sort(sorted.begin(), sorted.end(), std::greater<>());
-    const int32_t n_best = cost.BestSize(sorted, 0, loss.MaxRows(cost, budget, 0));
+    const double sure = graft::SureFirstAcceptance(*tree, acc, calibration, loss_options.sure_trials);
+    const int32_t n_best = cost.BestSize(sorted, 0, loss.MaxRows(cost, budget, 0, sure));
     if (n_best >= tree->size()) return;
     graft::PruneOptions keep;
     keep.min_accept_prob = 0.0f;
@@ -255,7 +257,8 @@ int Run(int argc, char** argv) {
   // The engine's defaults (--max-loss -1: no bound, as before 2026-12-03).
   graft::LossBudgetOptions loss{.allowance = graft::DecodeOptions{}.max_loss,
                                 .grant = graft::DecodeOptions{}.loss_grant,
-                                .prefill_share = graft::DecodeOptions{}.loss_prefill};
+                                .prefill_share = graft::DecodeOptions{}.loss_prefill,
+                                .sure_cap = graft::DecodeOptions{}.loss_sure_cap};
   bool context = true;  // the policy prices passes at their context (--no-context: at the profile's prefix)
   bool shadow = true;  // ShadowTrials, as the engine (--no-shadow: verified nodes only, as before 2026-12-02)
   std::string trace;  // a prompt id whose steps are printed
@@ -278,6 +281,9 @@ int Run(int argc, char** argv) {
     else if (arg == "--max-loss" && a + 1 < argc) loss.allowance = std::stod(argv[++a]);
     else if (arg == "--loss-grant" && a + 1 < argc) loss.grant = std::stod(argv[++a]);
     else if (arg == "--loss-prefill" && a + 1 < argc) loss.prefill_share = std::stod(argv[++a]);
+    else if (arg == "--sure-miss" && a + 1 < argc) loss.sure_miss = std::stod(argv[++a]);
+    else if (arg == "--sure-cap" && a + 1 < argc) loss.sure_cap = std::stod(argv[++a]);
+    else if (arg == "--sure-trials" && a + 1 < argc) loss.sure_trials = std::stod(argv[++a]);
     else if (arg == "--trace" && a + 1 < argc) trace = argv[++a];
     else files.push_back(arg);
   }

@@ -160,6 +160,13 @@ class Calibration {
 // Non-increasing along every path. O(n).
 std::vector<double> PathAcceptance(const TokenTree& tree, const Calibration& calibration);
 
+// The path acceptance `a` (PathAcceptance) of the tree's likeliest first token, or 0
+// when the fine cell that estimate comes from holds fewer than `min_trials` observed
+// trials: a high estimate on thin evidence (a cold engine's few cut candidates) is no
+// sure thing. For LossBudget's sure bets. O(n).
+double SureFirstAcceptance(const TokenTree& tree, const std::vector<double>& a, const Calibration& calibration,
+                           double min_trials);
+
 // Expected number of accepted proposals of `tree` = sum over non-root nodes of a(node)
 // (the bonus token is not counted). The objective Prune and Graft trade slots for. O(n).
 double ExpectedAcceptedLength(const TokenTree& tree, const Calibration& calibration);

@@ -125,15 +125,16 @@ int32_t CostModel::CheapestSizeFrom(int32_t n, int32_t max_n, int32_t other_rows
   return best;
 }
 
-int32_t LossBudget::MaxRows(const CostModel& cost, int32_t max_n, int32_t other_rows) const {
+int32_t LossBudget::MaxRows(const CostModel& cost, int32_t max_n, int32_t other_rows, double first_accept) const {
   if (o_.allowance < 0) return std::max(1, max_n);
   const double one = cost.VerifyMs(other_rows + 1);
   const double room =
       o_.allowance * plain_ms_ + o_.grant * cost.VerifyMs(1) - excess_ms_ +
       o_.prefill_share * prefill_ms_ *
           std::clamp(static_cast<double>(tokens_ - o_.prefill_after) / std::max<int64_t>(1, o_.prefill_over), 0.0, 1.0);
+  const double limit = 1.0 - first_accept <= o_.sure_miss ? room + o_.sure_cap * cost.VerifyMs(1) : room;
   int32_t n = 1;  // every size up to it fits: BestSize may pick any of them
-  while (n < max_n && cost.VerifyMs(other_rows + n + 1) - one <= room) ++n;
+  while (n < max_n && cost.VerifyMs(other_rows + n + 1) - one <= limit) ++n;
   return n;
 }
 

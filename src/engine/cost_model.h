@@ -152,6 +152,17 @@ struct LossBudgetOptions {
   double prefill_share = 0;
   int64_t prefill_after = 16;
   int64_t prefill_over = 32;
+  // A sure bet may overdraw the room by up to `sure_cap` 1-row passes (0 = none): one
+  // whose likeliest first token the calibration expects to miss with probability at
+  // most `sure_miss`, from a cell that has seen at least `sure_trials` outcomes
+  // (SureFirstAcceptance, graft/calibration.h). The worst case then adds one failed
+  // sure bet's overdraft (the room cannot go below -sure_cap passes), in exchange for
+  // not locking a request out of near-certain copies for tens of tokens after one
+  // miss: on 16 code edits, replayed, a 2-row bet at 0.76 failed at token 12 and the
+  // request then verified 1 row a step through 20 copies rated 0.97 (issue 9).
+  double sure_miss = 0.1;
+  double sure_cap = 0;
+  double sure_trials = 4;
 };
 
 class LossBudget {
@@ -169,7 +180,9 @@ class LossBudget {
   // `other_rows` more rows in it (BatchLoad), keeps the request within its budget even
   // if it emits one token: excess + VerifyMs(other_rows + m) - VerifyMs(other_rows + 1)
   // <= room. 1 when even 2 rows do not fit. O(max_n).
-  int32_t MaxRows(const CostModel& cost, int32_t max_n, int32_t other_rows) const;
+  // `first_accept`: SureFirstAcceptance of the tree (a sure bet when
+  // 1 - first_accept <= sure_miss): the room grows by sure_cap 1-row passes.
+  int32_t MaxRows(const CostModel& cost, int32_t max_n, int32_t other_rows, double first_accept = 0) const;
   // A step ended: it cost `step_ms` (modelled: its draft passes and its pass), and
   // emitted `tokens` that plain decoding would have taken `plain_ms` each for. O(1).
   void Observe(double step_ms, double plain_ms, int32_t tokens) {
@@ -179,6 +192,7 @@ class LossBudget {
   }
   // Modelled ms this request spent beyond plain decoding (negative: ahead of it).
   double excess_ms() const { return excess_ms_; }
+  const LossBudgetOptions& options() const { return o_; }
 
  private:
   LossBudgetOptions o_;

@@ -315,6 +315,47 @@ TEST(LossBudgetTest, APromptsPrefillAddsRoomOnlyAfterTheFirstTokens) {
   EXPECT_EQ(b.MaxRows(m, 16, 0), 1);
 }
 
+// A sure bet (first token rated >= 1 - sure_miss) may overdraw the room by sure_cap
+// passes; once overdrawn, it waits like any other bet for the request to earn it back.
+TEST(LossBudgetTest, ASureBetMayOverdrawTheRoomByItsCapOnce) {
+  const CostModel m({0, 45, 67, 90, 102, 120, 135, 150, 160}, {});
+  LossBudget b;
+  b.Begin(LossBudgetOptions{.allowance = 0.0, .grant = 0.0, .sure_miss = 0.1, .sure_cap = 2.0});
+  EXPECT_EQ(b.MaxRows(m, 8, 0, 0.0), 1);
+  EXPECT_EQ(b.MaxRows(m, 8, 0, 0.85), 1);  // not sure enough
+  EXPECT_EQ(b.MaxRows(m, 8, 0, 0.95), 6);  // 135 - 45 <= 2 passes of 45 ms
+  EXPECT_EQ(b.MaxRows(m, 4, 0, 0.95), 4);  // never past max_n
+  b.Observe(m.VerifyMs(6), m.VerifyMs(1), 1);  // it failed: 90 ms behind
+  EXPECT_EQ(b.MaxRows(m, 8, 0, 0.95), 1);
+  b.Observe(m.VerifyMs(3), m.VerifyMs(1), 3);  // a 3-row pass that got all 3: 68 ms back
+  EXPECT_EQ(b.MaxRows(m, 8, 0, 0.95), 3);      // 22 ms behind: 90 - 22 = 68 >= 67 - 45
+  LossBudget off;
+  off.Begin(LossBudgetOptions{.allowance = 0.0, .grant = 0.0, .sure_miss = 0.1, .sure_cap = 0.0});
+  EXPECT_EQ(off.MaxRows(m, 8, 0, 1.0), 1);
+}
+
+// Whatever the sure bets' record, a request's modelled time never goes past its
+// budget's bound by more than the cap: every sure bet failing, each as large as allowed.
+TEST(LossBudgetTest, FailingSureBetsCostAtMostTheCapBeyondTheBound) {
+  const DecodeOptions d;
+  const LossBudgetOptions o{.allowance = d.max_loss, .grant = d.loss_grant, .sure_cap = d.loss_sure_cap};
+  const CostModel m({0, 74.3, 97.2, 115.8, 101.5, 131.5, 155.5, 173.6, 187.0}, {});
+  LossBudget b;
+  b.Begin(o);
+  double spent = 0, plain = 0;
+  int64_t overdrawn = 0;
+  for (int32_t t = 1; t <= 200; ++t) {
+    const int32_t n = b.MaxRows(m, 8, 0, 0.99);
+    b.Observe(m.VerifyMs(n), m.VerifyMs(1), 1);
+    spent += m.VerifyMs(n);
+    plain += m.VerifyMs(1);
+    const double bound = (1 + o.allowance) * plain + o.grant * m.VerifyMs(1);
+    overdrawn += spent > bound + 1e-9;
+    ASSERT_LE(spent, bound + o.sure_cap * m.VerifyMs(1) + 1e-9) << t;
+  }
+  EXPECT_GT(overdrawn, 0) << "no bet went past the bound: the check above tests nothing";
+}
+
 // Issue 9's "no prompt below 0.95x", in the model: at the engine's default budget an
 // answer of 10 tokens or more to a prompt of up to 256 tokens, every one of whose bets
 // fails (each tree as large as the budget allows, only its root's token accepted),

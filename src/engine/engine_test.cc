@@ -981,7 +981,8 @@ struct CpuLikeTinyPair {
 // (DecodeOptions::max_loss, LossBudget): on a machine where each extra row costs 0.2
 // of a pass and a draft pass 20 (so the draft never runs), a cold engine's modelled
 // time (its passes priced by the profile) stays within (1 + max_loss) x plain +
-// loss_grant passes + loss_prefill x its prompt's modelled prefill on every request,
+// loss_grant passes + loss_prefill x its prompt's modelled prefill (+ loss_sure_cap
+// passes, which one sure bet may overdraw) on every request,
 // whatever its optimistic first estimates promised. A tight budget (no allowance, half
 // a pass) makes the check bite: without it, graft goes past that bound.
 TEST(EngineTest, GraftStaysWithinItsLossBudget) {
@@ -991,10 +992,14 @@ TEST(EngineTest, GraftStaysWithinItsLossBudget) {
   const std::vector<std::string> texts = SpecBenchPrompts(2);
   ASSERT_GE(texts.size(), 8u);
   // The worst request's modelled ms beyond the bound (<= 0: within it), and the rows verified.
-  const auto worst = [&](double max_loss, int64_t* rows) {
+  const auto worst = [&](double max_loss, double sure_cap, int64_t* rows) {
     Engine engine(*pair.target, pair.draft.get(), pair.cfg);
-    const DecodeOptions o{
-        .method = Method::kGraft, .tree_budget = 16, .max_loss = max_loss, .loss_grant = 0.5, .loss_prefill = 0.01};
+    const DecodeOptions o{.method = Method::kGraft,
+                          .tree_budget = 16,
+                          .max_loss = max_loss,
+                          .loss_grant = 0.5,
+                          .loss_prefill = 0.01,
+                          .loss_sure_cap = sure_cap};
     const int32_t last = CostProfileOptionsOf(pair.cfg).max_rows;  // CostModel::PrefillMs: at its per-row cost
     double over = -1e300;
     for (size_t k = 0; k < 8; ++k) {
@@ -1005,18 +1010,22 @@ TEST(EngineTest, GraftStaysWithinItsLossBudget) {
       for (size_t n = 1; n < r.stats.pass_rows.size(); ++n) ms += r.stats.pass_rows[n] * verify_ms(static_cast<int32_t>(n));
       const double prefill_ms = static_cast<double>(req.prompt.size()) * verify_ms(last) / last;
       const double bound = (1 + std::max(0.0, max_loss)) * r.stats.n_generated * verify_ms(1) +
-                           o.loss_grant * verify_ms(1) + o.loss_prefill * prefill_ms;
+                           (o.loss_grant + o.loss_sure_cap) * verify_ms(1) + o.loss_prefill * prefill_ms;
       over = std::max(over, ms - bound);
       *rows += r.stats.nodes_verified;
     }
     return over;
   };
-  int64_t rows_bounded = 0, rows_free = 0;
-  const double bounded = worst(0.0, &rows_bounded);
-  const double free = worst(-1, &rows_free);
-  printf("[loss budget] worst request past its bound: %.1f ms bounded (%lld rows), %.1f ms without (%lld rows)\n",
-         bounded, static_cast<long long>(rows_bounded), free, static_cast<long long>(rows_free));
+  int64_t rows_bounded = 0, rows_sure = 0, rows_free = 0;
+  const double bounded = worst(0.0, 0.0, &rows_bounded);
+  const double sure = worst(0.0, 2.0, &rows_sure);  // the bound then holds the cap's 2 passes
+  const double free = worst(-1, 0.0, &rows_free);
+  printf("[loss budget] worst request past its bound: %.1f ms bounded (%lld rows), %.1f ms with sure bets "
+         "(%lld rows), %.1f ms without (%lld rows)\n",
+         bounded, static_cast<long long>(rows_bounded), sure, static_cast<long long>(rows_sure), free,
+         static_cast<long long>(rows_free));
   EXPECT_LE(bounded, 1e-6);
+  EXPECT_LE(sure, 1e-6);
   EXPECT_GT(free, 0.0) << "this scenario no longer makes graft bet past the bound: the check above tests nothing";
 }
 

@@ -23,7 +23,8 @@ class GraftProposer final : public Proposer {
     cut_ = TokenTree{};  // a request that ended between Propose and Learn staged one
     loss_.Begin(LossBudgetOptions{.allowance = rs.options.max_loss,
                                   .grant = rs.options.loss_grant,
-                                  .prefill_share = rs.options.loss_prefill},
+                                  .prefill_share = rs.options.loss_prefill,
+                                  .sure_cap = rs.options.loss_sure_cap},
                 cost_ ? cost_->PrefillMs(static_cast<int64_t>(rs.request.prompt.size())) : 0.0);
   }
 
@@ -231,7 +232,10 @@ class GraftProposer final : public Proposer {
     std::stable_sort(sorted.begin(), sorted.end(), std::greater<>());
     // A retrieval-only tree bets no more than the request can afford to lose (LossBudget);
     // a drafted one was paid for when DraftGate chose to draft.
-    const int32_t max_n = drafted_ ? limits.budget : loss_.MaxRows(*cost_, limits.budget, limits.load.rows);
+    const int32_t max_n =
+        drafted_ ? limits.budget
+                 : loss_.MaxRows(*cost_, limits.budget, limits.load.rows,
+                                 SureFirstAcceptance(*tree, acc, es_.calibration, loss_.options().sure_trials));
     int32_t n_best = cost_->BestSize(sorted, draft_ms_, max_n, limits.load);
     // A larger pass that costs less (a full row block) is free room: fill it with the
     // next-best candidates, the ones retrieval held back below the acceptance floor.

@@ -194,6 +194,16 @@ std::vector<double> PathAcceptance(const TokenTree& tree, const Calibration& cal
   return a;
 }
 
+double SureFirstAcceptance(const TokenTree& tree, const std::vector<double>& a, const Calibration& calibration,
+                           double min_trials) {
+  int32_t best = -1;
+  for (int32_t i = 1; i < tree.size() && i < static_cast<int32_t>(a.size()); ++i) {
+    if (tree.parent[i] == 0 && (best < 0 || a[i] > a[best])) best = i;
+  }
+  if (best < 0 || calibration.Trials(tree.source[best], tree.prob[best], tree.depth[best]) < min_trials) return 0.0;
+  return a[best];
+}
+
 double ExpectedAcceptedLength(const TokenTree& tree, const Calibration& calibration) {
   const std::vector<double> a = PathAcceptance(tree, calibration);
   double sum = 0;

@@ -147,6 +147,30 @@ TEST(CalibrationTest, SiblingsShareOneUnitOfMass) {
   EXPECT_NEAR(ExpectedAcceptedLength(t, c), 1.5, 1e-6);
 }
 
+// The likeliest first token's a, but only from a cell with enough outcomes behind it.
+TEST(CalibrationTest, SureFirstAcceptanceNeedsTrialsBehindTheEstimate) {
+  Calibration c;
+  TokenTree t;
+  t.Reset(0);
+  const int32_t x = t.Add(0, 1, 0.04f, Source::kRequest);
+  const int32_t y = t.Add(0, 2, 0.95f, Source::kRecycle);  // the likeliest, in a later slot
+  t.Add(x, 3, 0.99f, Source::kRequest);                    // deeper nodes never count
+  std::vector<double> a = PathAcceptance(t, c);
+  EXPECT_EQ(SureFirstAcceptance(t, a, c, 0), a[y]);
+  EXPECT_EQ(SureFirstAcceptance(t, a, c, 1), 0.0);  // no outcome yet in y's cell
+  for (int i = 0; i < 3; ++i) c.Record(Source::kRecycle, 0.95f, 2, true);  // another depth: another cell
+  for (int i = 0; i < 3; ++i) c.Record(Source::kRecycle, 0.95f, 1, true);
+  a = PathAcceptance(t, c);
+  EXPECT_EQ(SureFirstAcceptance(t, a, c, 4), 0.0);
+  c.Record(Source::kRecycle, 0.95f, 1, false);
+  a = PathAcceptance(t, c);
+  EXPECT_EQ(SureFirstAcceptance(t, a, c, 4), a[y]);
+  EXPECT_GT(a[y], a[x]);
+  TokenTree root;
+  root.Reset(0);
+  EXPECT_EQ(SureFirstAcceptance(root, PathAcceptance(root, c), c, 0), 0.0);
+}
+
 TEST(CalibrationTest, PathAcceptanceIsProductAndNonIncreasing) {
   std::mt19937_64 rng(99);
   Calibration c;

@@ -289,7 +289,7 @@ int RunBench(BenchFlags f) {
                    {"draft_p_min", f.decode.draft_p_min}, {"draft_topk", f.decode.draft_topk},
                    {"draft_frontier", f.decode.draft_frontier}, {"prune_p_min", f.decode.prune_p_min},
                    {"max_loss", f.decode.max_loss}, {"loss_grant", f.decode.loss_grant},
-                   {"loss_prefill", f.decode.loss_prefill},
+                   {"loss_prefill", f.decode.loss_prefill}, {"loss_sure_cap", f.decode.loss_sure_cap},
                    {"top_k", f.decode.top_k}, {"top_p", f.decode.top_p}, {"seed", f.decode.seed}};
 
   fprintf(stderr, "bench: %zu prompts (%zu categories) x %zu configurations x %d reps -> %s\n", prompts.size(),
@@ -415,7 +415,7 @@ void AddBenchCommand(CLI::App& app, std::function<int()>* run) {
   sub->add_option("--draft-topk", f.decode.draft_topk, "tree: children per expanded draft node");
   sub->add_option("--draft-frontier", f.decode.draft_frontier, "tree: draft nodes expanded per level");
   sub->add_option("--prune-p-min", f.decode.prune_p_min, "pruned/graft: drop nodes whose calibrated acceptance is below");
-  AddLossOptions(sub, &f.decode.max_loss, &f.decode.loss_grant, &f.decode.loss_prefill);
+  AddLossOptions(sub, &f.decode);
   sub->add_option("--top-k", f.decode.top_k, "top-k sampling at temperature > 0 (0 = off)");
   sub->add_option("--top-p", f.decode.top_p, "top-p sampling at temperature > 0 (1 = off)");
   sub->add_option("-s,--seed", f.decode.seed, "random seed (varied per prompt, equal across methods)");

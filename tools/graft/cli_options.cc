@@ -49,18 +49,22 @@ std::string LearnedFlags::PathFor(const ModelFlags& models, const Model& target,
   return path.empty() ? LearnedStatePath(LearnedStateKey(target, draft), models.profile_dir) : path;
 }
 
-void AddLossOptions(CLI::App* app, double* max_loss, double* loss_grant, double* loss_prefill) {
-  app->add_option("--max-loss", *max_loss,
+void AddLossOptions(CLI::App* app, DecodeFlags* d) {
+  app->add_option("--max-loss", d->max_loss,
                   "graft: how far a request may fall behind plain decoding, as a fraction of its modelled time "
                   "(plus --loss-grant 1-row passes); trees that could lose more are cut (-1 = no bound)")
       ->check(CLI::Range(-1.0, 10.0));
-  app->add_option("--loss-grant", *loss_grant,
+  app->add_option("--loss-grant", d->loss_grant,
                   "graft: with --max-loss, what a request may lose before it has gained anything, in 1-row passes")
       ->check(CLI::Range(0.0, 100.0));
-  app->add_option("--loss-prefill", *loss_prefill,
+  app->add_option("--loss-prefill", d->loss_prefill,
                   "graft: with --max-loss, the share of its prompt's modelled prefill a request may also lose once "
                   "it has emitted 16 tokens (earned over the next 32)")
       ->check(CLI::Range(0.0, 1.0));
+  app->add_option("--loss-sure-cap", d->loss_sure_cap,
+                  "graft: with --max-loss, how far (in 1-row passes) a bet whose first token the calibration rates "
+                  ">= 0.9 may go past the bound, once (0 = never)")
+      ->check(CLI::Range(0.0, 100.0));
 }
 
 void DecodeFlags::Add(CLI::App* app) {
@@ -79,7 +83,7 @@ void DecodeFlags::Add(CLI::App* app) {
   app->add_option("--prune-p-min", prune_p_min, "pruned/graft: drop nodes whose calibrated acceptance is below");
   app->add_option("--skip-draft-gain", skip_draft_gain,
                   "graft: skip the draft model when retrieval alone expects this many accepted tokens (0 = never)");
-  AddLossOptions(app, &max_loss, &loss_grant, &loss_prefill);
+  AddLossOptions(app, this);
   app->add_flag("--fixed-budget", fixed_budget,
                 "graft: always verify up to --tree-budget nodes and always draft (no cost model)");
   app->add_option("--temp", temp, "sampling temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
@@ -105,6 +109,7 @@ DecodeOptions DecodeFlags::ToOptions(bool has_draft) const {
   o.max_loss = max_loss;
   o.loss_grant = loss_grant;
   o.loss_prefill = loss_prefill;
+  o.loss_sure_cap = loss_sure_cap;
   o.adaptive = !fixed_budget;
   return o;
 }

@@ -30,10 +30,6 @@ struct ModelFlags {
   void Add(CLI::App* app);
 };
 
-// --max-loss, --loss-grant and --loss-prefill (DecodeOptions::max_loss, loss_grant,
-// loss_prefill), for DecodeFlags and graft bench's own knobs.
-void AddLossOptions(CLI::App* app, double* max_loss, double* loss_grant, double* loss_prefill);
-
 struct DecodeFlags {
   std::string method;  // "" = graft with a draft model, else ar
   int32_t tree_budget = 16;
@@ -47,6 +43,7 @@ struct DecodeFlags {
   double max_loss = DecodeOptions{}.max_loss;
   double loss_grant = DecodeOptions{}.loss_grant;
   double loss_prefill = DecodeOptions{}.loss_prefill;
+  double loss_sure_cap = DecodeOptions{}.loss_sure_cap;
   bool fixed_budget = false;
   float temp = 0.0f;
   int32_t top_k = 0;
@@ -57,6 +54,10 @@ struct DecodeFlags {
   DecodeOptions ToOptions(bool has_draft) const;
   SamplingParams ToSampling() const;
 };
+
+// --max-loss, --loss-grant, --loss-prefill and --loss-sure-cap (DecodeOptions::max_loss,
+// loss_grant, loss_prefill, loss_sure_cap), for DecodeFlags and graft bench's own knobs.
+void AddLossOptions(CLI::App* app, DecodeFlags* d);
 
 // --learned-state / --no-learned-state (graft generate, graft serve): the file of what
 // engines with these models learnt before (graft/learned_state.h).
