@@ -7,6 +7,8 @@
 // next-token table (it needs the target's logits) and the draft model are left out.
 //
 //   replay_retrieval --profile ~/.cache/graft/profiles/X.json [--budget 16] results.json...
+// --reliability groups the verified trees by the rated acceptance of their likeliest first
+// token and shows how often one was accepted (is the calibration's rating honest?);
 // --by-copy groups the steps by how far the true continuation could have been copied
 // from the prompt and output so far, and shows what the retriever offered and what the
 // policy kept; --fresh starts every prompt with a fresh engine (calibration, history);
@@ -60,6 +62,13 @@ struct CopyStats {
   double expected[kCopyBins] = {};  // what the policy expected its tree to get accepted
 };
 
+// Verified trees (more than the root) grouped by the rated acceptance of their likeliest
+// first token (`--reliability`): how often a first token was accepted at each rating.
+struct Reliability {
+  int64_t steps[10] = {}, hits[10] = {}, rows[10] = {}, accepted[10] = {};
+  double rated[10] = {}, expected[10] = {};
+};
+
 // How many tokens of out[i..] the trie spells from its implicit root.
 int32_t CorrectDepth(const graft::CandidateTrie& trie, const std::vector<Token>& out, size_t i) {
   int32_t node = -1, depth = 0;
@@ -97,6 +106,7 @@ struct Replayer {
   graft::RetrievalOptions retrieval;
   graft::HistoryIndex history{graft::HistoryOptions{}};
   CopyStats* copy = nullptr;  // --by-copy
+  Reliability* reliability = nullptr;  // --reliability
   bool trace = false;          // print every step of this prompt
   bool perfect = false;        // --perfect: the policy knows the output
   bool shadow_on = true;       // learn from the candidates cut from each tree (--no-shadow: not)
@@ -147,6 +157,18 @@ struct Replayer {
             std::printf(" %d:%.2f[%.2f]", trie_.parent[k], trie_.prob[k], calibration.Estimate(graft::Source::kRequest, trie_.prob[k], 1));
         }
         std::printf("\n");
+      }
+      if (reliability != nullptr && tree.size() > 1) {  // the likeliest first token: rated vs accepted
+        const std::vector<double> a = graft::PathAcceptance(tree, calibration);
+        double best = 0;
+        for (int32_t k = 1; k < tree.size(); ++k) best = tree.parent[k] == 0 ? std::max(best, a[k]) : best;
+        const int b = std::min(9, static_cast<int>(best * 10));
+        reliability->steps[b] += 1;
+        reliability->rated[b] += best;
+        reliability->hits[b] += vr.num_accepted_proposals() > 0;
+        reliability->rows[b] += tree.size();
+        reliability->accepted[b] += vr.num_accepted_proposals();
+        reliability->expected[b] += expected;
       }
       if (copy != nullptr) {
         const int32_t l = CopyablePrefix(committed, out, i);
@@ -251,6 +273,7 @@ int Run(int argc, char** argv) {
   double explore = 2.0;      // CalibrationOptions::explore_strength (the engine's)
   double request_strength = 8;  // CalibrationOptions::request_strength (the engine's)
   bool by_copy = false;
+  bool by_rating = false;
   bool cap_outputs = true;  // --no-cap: ignore the run's n_predict (as before 2026-12-02)
   bool fresh = false;  // every prompt starts with a fresh calibration and history
   bool perfect = false;
@@ -273,6 +296,7 @@ int Run(int argc, char** argv) {
     else if (arg == "--explore" && a + 1 < argc) explore = std::stod(argv[++a]);
     else if (arg == "--request-strength" && a + 1 < argc) request_strength = std::stod(argv[++a]);
     else if (arg == "--by-copy") by_copy = true;
+    else if (arg == "--reliability") by_rating = true;
     else if (arg == "--no-cap") cap_outputs = false;
     else if (arg == "--fresh") fresh = true;
     else if (arg == "--perfect") perfect = true;
@@ -288,7 +312,7 @@ int Run(int argc, char** argv) {
     else files.push_back(arg);
   }
   if (profile.empty() || files.empty() || budget < 1 || budget > 256) {
-    std::fprintf(stderr, "usage: replay_retrieval --profile PROFILE.json [--budget N] [--fixed] [--scale-prior X] [--alpha X] [--explore X] [--request-strength X] [--by-copy] [--fresh] [--no-cap] [--perfect] [--no-shadow] [--no-context] [--max-loss X] [--loss-grant X] [--loss-prefill X] [--trace PROMPT_ID] results.json...\n");
+    std::fprintf(stderr, "usage: replay_retrieval --profile PROFILE.json [--budget N] [--fixed] [--scale-prior X] [--alpha X] [--explore X] [--request-strength X] [--by-copy] [--reliability] [--fresh] [--no-cap] [--perfect] [--no-shadow] [--no-context] [--max-loss X] [--loss-grant X] [--loss-prefill X] [--trace PROMPT_ID] results.json...\n");
     return 2;
   }
   // Every recording is read and checked before any work: replaying needs the tokens
@@ -316,6 +340,8 @@ int Run(int argc, char** argv) {
   r.retrieval.confidence_alpha = alpha;
   CopyStats copy;
   if (by_copy) r.copy = &copy;
+  Reliability rel;
+  if (by_rating) r.reliability = &rel;
   r.perfect = perfect;
   r.shadow_on = shadow;
   r.loss_options = loss;
@@ -355,6 +381,16 @@ int Run(int argc, char** argv) {
       std::printf("%-10s %6lld %9.2f %9.2f %9.2f %9.2f %6.2f\n", kBin[b], static_cast<long long>(copy.steps[b]),
                   copy.copyable[b] / n, copy.in_trie[b] / n, copy.expected[b] / n, copy.accepted[b] / n,
                   copy.rows[b] / n);
+    }
+  }
+  if (by_rating) {
+    std::printf("\n%-10s %6s %9s %9s %6s %9s %9s\n", "rated", "trees", "rated", "accepted", "rows", "expected",
+                "got");
+    for (int b = 0; b < 10; ++b) {
+      const double n = std::max<int64_t>(rel.steps[b], 1);
+      std::printf("%.1f-%.1f    %6lld %9.2f %9.2f %6.2f %9.2f %9.2f\n", b / 10.0, (b + 1) / 10.0,
+                  static_cast<long long>(rel.steps[b]), rel.rated[b] / n, rel.hits[b] / n, rel.rows[b] / n,
+                  rel.expected[b] / n, rel.accepted[b] / n);
     }
   }
   return 0;

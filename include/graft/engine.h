@@ -109,11 +109,13 @@ struct DecodeOptions {
   // (docs/bench-2026-12-04-xeon-budget*).
   // A sure bet (its first token rated >= 0.9 by a calibration cell with >= 4 outcomes)
   // may go past that bound by up to `loss_sure_cap` 1-row passes, once: the room cannot
-  // fall below -loss_sure_cap passes (LossBudgetOptions::sure_cap). Without it, one
-  // missed bet early in a code edit kept the request from verifying copies rated 0.97
-  // for the next 20 tokens; replayed on 16 code edits it raised graft from 1.39x to
-  // 1.61x modelled, and left Spec-Bench, long documents and the older code-edit outputs
-  // within 0.01x (bench/replay_retrieval, 2026-12-05). 0 = off.
+  // fall below -loss_sure_cap passes (LossBudgetOptions::sure_cap), so the bounds above
+  // hold unless such a bet fails; the worst case is then 1 / (1.02 + 2.3 / T) (0.95
+  // from T = 71 on). Without it, one missed bet early in a code edit kept the request
+  // from verifying copies rated 0.97 for the next 20 tokens; replayed on 32 code edits
+  // it raised graft from 1.45x to 1.69x modelled, and left Spec-Bench, long documents
+  // and the older code-edit outputs within 0.01x (bench/replay_retrieval,
+  // docs/bench-2026-12-05-xeon-code_edit32). 0 = off.
   double max_loss = 0.02;
   double loss_grant = 0.3;
   double loss_prefill = 0.01;
