@@ -66,6 +66,8 @@ expect_fail "rest without an index" "--index" "$GRAFT" generate -m "$TINY" -p hi
 expect_fail "budget 0" "at least 1" "$GRAFT" generate -m "$TINY" -p hi --method suffix --tree-budget 0
 expect_fail "budget above the sequence limit" "tree budget" "$GRAFT" generate -m "$TINY" -p hi --method suffix --tree-budget 1000
 expect_fail "both -p and -f" "exactly one" "$GRAFT" generate -m "$TINY" -p hi -f "$TMP/text.gguf"
+expect_fail "negative sure-bet cap" "--loss-sure-cap" "$GRAFT" generate -m "$TINY" -p hi --loss-sure-cap -1
+expect_ok   "generate with sure bets off" "decoded 4 tokens" "$GRAFT" generate -m "$TINY" -p hi -n 4 --loss-sure-cap 0
 
 # Index: build, stats, query, and refusal of bad files and other tokenizers.
 printf 'def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n' >"$TMP/corpus.txt"
