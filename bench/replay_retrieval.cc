@@ -115,7 +115,6 @@ struct Replayer {
   size_t out_pos_ = 0;
   graft::CandidateTrie trie_;  // the last step's retrieved candidates
   graft::LossBudgetOptions loss_options;  // the engine's DecodeOptions::max_loss, loss_grant
-
   graft::LossBudget loss;
 
   // One turn: prompt, then the recorded output, step by step.
@@ -138,9 +137,10 @@ struct Replayer {
       price.SetContext(static_cast<int32_t>(committed.size()));
       if (context_decisions) cost.SetContext(static_cast<int32_t>(committed.size()));
       Propose(committed, &request, left > 0 ? left - 1 : 1 << 30, &tree);
-      double expected = 0;  // sum of the kept nodes' calibrated path acceptance, before learning
-      for (const double a : graft::PathAcceptance(tree, calibration)) expected += a;
-      expected -= 1.0;  // the root
+      // The kept nodes' calibrated path acceptance, before this step's outcome is learnt.
+      const std::vector<double> rated = graft::PathAcceptance(tree, calibration);
+      double expected = -1.0;  // their sum, the root's 1 left out
+      for (const double a : rated) expected += a;
       const graft::VerifyResult vr = graft::VerifyGreedy(
           tree, [&](int32_t node) { return i + tree.depth[node] < out.size() ? out[i + tree.depth[node]] : -2; });
       graft::RecordOutcome(tree, vr, &calibration);
@@ -159,9 +159,7 @@ struct Replayer {
         std::printf("\n");
       }
       if (reliability != nullptr && tree.size() > 1) {  // the likeliest first token: rated vs accepted
-        const std::vector<double> a = graft::PathAcceptance(tree, calibration);
-        double best = 0;
-        for (int32_t k = 1; k < tree.size(); ++k) best = tree.parent[k] == 0 ? std::max(best, a[k]) : best;
+        const double best = graft::SureFirstAcceptance(tree, rated, calibration, 0);
         const int b = std::min(9, static_cast<int>(best * 10));
         reliability->steps[b] += 1;
         reliability->rated[b] += best;
