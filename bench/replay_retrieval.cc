@@ -146,8 +146,8 @@ struct Replayer {
       graft::RecordOutcome(tree, vr, &calibration);
       std::vector<Token> emitted = vr.CommittedTokens(tree);
       if (emitted.back() == -2) emitted.pop_back();  // past the recorded end
-      if (trace) {  // each node as parent:confidence(calibrated path acceptance)
-        const std::vector<double> a = graft::PathAcceptance(tree, calibration);
+      if (trace) {  // each node as parent:confidence(calibrated path acceptance, as the policy saw it)
+        const std::vector<double>& a = rated;
         std::printf("  step at %zu: rows %d accepted %zu copyable %d in-trie %d (trie %d) |", i, tree.size(), emitted.size() - 1,
                     CopyablePrefix(committed, out, i), CorrectDepth(trie_, out, i), trie_.size());
         for (int32_t k = 1; k < tree.size(); ++k) std::printf(" %d:%.2f(%.2f)", tree.parent[k], tree.prob[k], a[k]);

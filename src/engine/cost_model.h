@@ -158,7 +158,7 @@ struct LossBudgetOptions {
   // (SureFirstAcceptance, graft/calibration.h). The worst case then adds one failed
   // sure bet's overdraft (the room cannot go below -sure_cap passes), in exchange for
   // not locking a request out of near-certain copies for tens of tokens after one
-  // miss: on 16 code edits, replayed, a 2-row bet at 0.76 failed at token 12 and the
+  // miss: on 16 code edits, replayed, a 2-row bet at 0.79 failed at token 12 and the
   // request then verified 1 row a step through 20 copies rated 0.97 (issue 9).
   double sure_miss = 0.1;
   double sure_cap = 0;
