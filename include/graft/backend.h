@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -163,6 +164,23 @@ class Context {
   const float* Logits(int32_t i) const;
   // Whether the last pass left its output layer to Logits (ContextOptions::lazy_logits).
   bool lazy_pass() const;
+
+  // After a lazy pass: the batch rows the caller expects to read, in the order it will
+  // read them (a verification's likeliest path, root first). The first read of a
+  // hinted row computes it in one product with the later hinted rows not yet read, at
+  // most kMaxReadBlock rows: on CPUs a product over k rows costs much less than k
+  // products over one (docs/design.md section 3), and gives each row the same bits
+  // (the context checks each block size once, and keeps to the sizes that do). A
+  // hinted row that is then not read was computed for nothing. Rows not hinted are
+  // computed alone. Does nothing after a pass that computed every row. Until the next decode.
+  void HintReads(std::span<const int32_t> batch_rows);
+  static constexpr int32_t kMaxReadBlock = 7;
+  // Rows of lazy passes computed alone and in blocks since the context was made (a
+  // block size's first block, checked against its rows alone, counts as alone).
+  struct LazyReads {
+    int64_t alone = 0, in_blocks = 0;
+  };
+  LazyReads lazy_reads() const;
 
   // After EvalTree: keeps the lane's prefix plus the nodes `path` (root first, a
   // root-to-node path of the evaluated tree) and drops every other tree node.

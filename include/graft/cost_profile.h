@@ -49,6 +49,9 @@ struct CostProfile {
   // With lazy_logits: ms of reading one more row's logits after the root's (its output
   // layer); 0 when the output layer runs for every row (verify_ms includes it).
   double read_row_ms = 0;
+  // With lazy_logits: ms of each further row read in one product with the one asked
+  // for (Context::HintReads; from a product over 4 rows); 0 when not measured.
+  double read_ahead_ms = 0;
   std::string measured_at;        // ISO date of the measurement
 };
 

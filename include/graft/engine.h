@@ -152,6 +152,10 @@ struct GenerationStats {
   int64_t n_drafted = 0;         // draft-model nodes in verified trees
   int64_t n_grafted = 0;         // retrieval / oracle nodes in verified trees
   int64_t n_accepted = 0;        // proposed nodes accepted (bonus tokens excluded)
+  // Rows after the root whose logits a lazy pass computed (ContextOptions::lazy_logits):
+  // alone, and read ahead in one product with the root's (Context::HintReads; some
+  // of those were then not read). Their modelled ms: CostModel::ReadsMs.
+  int64_t rows_read = 0, rows_read_ahead = 0;
   SourceCounts per_source[kNumSources];
   double t_prefill_ms = 0, t_draft_ms = 0, t_retrieve_ms = 0, t_graft_ms = 0;
   double t_verify_ms = 0, t_commit_ms = 0, t_decode_ms = 0;  // decode = all after prefill

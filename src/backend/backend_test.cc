@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <random>
 
 #include "graft/backend.h"
@@ -390,6 +391,68 @@ TEST_P(LazyLogitsTest, RowsReadAreThoseOfTheWholePass) {
     }
   }
   printf("[lazy-logits] %s: %d rows read, worst relative logit difference %.2e\n", mc.file.c_str(), read, worst);
+}
+
+// Context::HintReads: rows read ahead in one product with the row asked for have the
+// bits of the same rows read alone, for every block size up to kMaxReadBlock (the
+// context checks each size once and keeps to those that do); rows not hinted, and
+// hinted rows read before the row that starts their block, are computed alone. On
+// x86 CPUs the 1.5B Qwen's output layer (Q6_K) runs ggml's per-column dot products up
+// to 7 columns, so its blocks are used.
+TEST_P(LazyLogitsTest, RowsReadAheadHaveTheBitsOfRowsReadAlone) {
+  const ModelCase mc = GetParam();
+  auto model = Model::Load(ModelPath(mc.file));
+  const int32_t nv = model->n_vocab();
+  ContextOptions co;
+  co.n_ctx = 512;
+  co.max_tree = 24;
+  co.n_seq_max = 24;
+  co.lazy_logits = true;
+  Context ahead(*model, co), alone(*model, co);
+  const std::vector<Token> p = model->Tokenize("def fibonacci(n):\n    if n < 2:\n        return n", true, false);
+  for (Context* c : {&ahead, &alone}) {
+    c->Prefill(p, true);  // a 1-row pass: each context checks its lazy output layer
+  }
+  std::mt19937 rng(5);
+  // Block sizes 1..kMaxReadBlock + 2 (a longer hint is cut), twice each: the first
+  // block of a size is checked against its rows alone.
+  for (int32_t k = 1; k <= 2 * (Context::kMaxReadBlock + 2); ++k) {
+    const int32_t hinted = 1 + (k - 1) / 2;
+    const TokenTree t = RandomTree(rng, p.back(), 20, 10, nv);
+    for (Context* c : {&ahead, &alone}) c->EvalTree(t);
+    ASSERT_EQ(ahead.lazy_pass(), alone.lazy_pass());
+    // The hint: some root-to-leaf path, cut to `hinted` nodes; read in a shuffled
+    // order with a row off the path first now and then.
+    std::vector<int32_t> deepest{0};
+    for (int32_t i = 1; i < t.size(); ++i) {
+      if (t.depth[i] > t.depth[deepest.back()]) deepest = t.PathNodes(i);
+    }
+    if (static_cast<int32_t>(deepest.size()) > hinted) deepest.resize(hinted);
+    ahead.HintReads(deepest);
+    std::vector<int32_t> order(t.size());
+    std::iota(order.begin(), order.end(), 0);
+    if (k % 3 == 0) std::shuffle(order.begin(), order.end(), rng);
+    for (int32_t row : order) {
+      const float* want = alone.Logits(row);
+      const float* got = ahead.Logits(row);
+      ASSERT_EQ(std::memcmp(want, got, nv * sizeof(float)), 0) << mc.file << " block " << k << " row " << row;
+      EXPECT_EQ(ahead.Logits(row), got);  // computed once
+    }
+    EXPECT_THROW(ahead.HintReads(std::vector<int32_t>{t.size()}), Error);  // not a row of the pass
+    for (Context* c : {&ahead, &alone}) c->CommitPath({0});
+  }
+  const Context::LazyReads a = ahead.lazy_reads(), b = alone.lazy_reads();
+  EXPECT_EQ(b.in_blocks, 0);
+  EXPECT_EQ(a.alone + a.in_blocks, b.alone);  // every row computed once, either way
+  printf("[read-ahead] %s: %lld rows read alone, %lld in blocks\n", mc.file.c_str(), static_cast<long long>(a.alone),
+         static_cast<long long>(a.in_blocks));
+#if defined(__x86_64__)
+  if (mc.file.rfind("qwen", 0) == 0) EXPECT_GT(a.in_blocks, 0);
+#endif
+  // A pass that computed every row (one output row) ignores hints.
+  ahead.Prefill(std::vector<Token>{p.back()}, true);
+  EXPECT_FALSE(ahead.lazy_pass());
+  EXPECT_NO_THROW(ahead.HintReads(std::vector<int32_t>{5}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, LazyLogitsTest,

@@ -59,13 +59,14 @@ CostModel::CostModel(std::vector<double> verify_ms, std::vector<double> draft_ms
 CostModel CostModel::Of(const CostProfile& p) {
   CostModel m(p.verify_ms, p.draft_ms, FitContextCost(p.verify_ms, p.verify_ms_long, p.prefix, p.long_prefix),
               FitContextCost(p.draft_ms, p.draft_ms_long, p.prefix, p.long_prefix));
-  m.SetReadRowMs(p.read_row_ms);
+  m.SetReadRowMs(p.read_row_ms, p.read_ahead_ms);
   return m;
 }
 
-void CostModel::SetReadRowMs(double ms) {
-  GRAFT_CHECK(ms >= 0, "read cost must not be negative");
+void CostModel::SetReadRowMs(double ms, double ahead_ms) {
+  GRAFT_CHECK(ms >= 0 && ahead_ms >= 0, "read cost must not be negative");
   read_row_ms_ = ms;
+  read_ahead_ms_ = ahead_ms;
 }
 
 void CostModel::Move(const std::vector<double>& base, const ContextCost& c, int32_t tokens, std::vector<double>* out) {

@@ -74,10 +74,19 @@ class CostModel {
   void SetContext(int32_t tokens);
 
   // ms of a row a lazy pass reads after its root's (CostProfile::read_row_ms; 0: the
-  // pass computes every row's logits, and reading them costs nothing).
-  void SetReadRowMs(double ms);
-  // Modelled ms of reading the logits of `a` accepted nodes after the root's. O(1).
+  // pass computes every row's logits, and reading them costs nothing), and of a row
+  // read ahead, in one product with the root's (CostProfile::read_ahead_ms; 0: none is).
+  void SetReadRowMs(double ms, double ahead_ms = 0);
+  // Modelled ms of reading the logits of `a` accepted nodes after the root's, each
+  // alone. O(1).
   double ReadMs(int32_t a) const { return a > 0 ? a * read_row_ms_ : 0.0; }
+  // Modelled ms of `alone` rows read alone and `ahead` read ahead. O(1).
+  double ReadsMs(int64_t alone, int64_t ahead) const {
+    return static_cast<double>(alone) * read_row_ms_ + static_cast<double>(ahead) * read_ahead_ms_;
+  }
+  // Whether a row that will be read with probability `a` is worth reading ahead: its
+  // expected read alone costs more than reading it ahead for certain. O(1).
+  bool ReadAheadPays(double a) const { return read_ahead_ms_ > 0 && a * read_row_ms_ > read_ahead_ms_; }
 
   // Expected ms of a target pass over n >= 1 rows: the measured value, or past the
   // last measured size the last value plus the mean slope of the last 4 sizes. O(1).
@@ -116,7 +125,7 @@ class CostModel {
   std::vector<double> verify_ms_;  // [sizes + 1], [0] unused: at the context SetContext chose
   std::vector<double> draft_ms_;   // [sizes + 1] or empty
   std::vector<double> base_verify_ms_, base_draft_ms_;  // as measured
-  double read_row_ms_ = 0;
+  double read_row_ms_ = 0, read_ahead_ms_ = 0;
   ContextCost verify_context_, draft_context_;
 };
 

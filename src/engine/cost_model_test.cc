@@ -131,6 +131,21 @@ TEST(CostModelTest, LazyReadsArePricedByTheRowsRead) {
   EXPECT_EQ(cheap.BestSize(half, 0.0, 8), 8);
 }
 
+// Rows read ahead with the root's (Context::HintReads) are priced apart, and one is
+// worth reading ahead only when its expected read alone costs more.
+TEST(CostModelTest, RowsReadAheadArePricedApart) {
+  CostModel m({0, 10, 11, 12}, {});
+  EXPECT_FALSE(m.ReadAheadPays(1.0));  // nothing measured
+  m.SetReadRowMs(20, 8);
+  EXPECT_EQ(m.ReadsMs(3, 2), 3 * 20.0 + 2 * 8.0);
+  EXPECT_EQ(m.ReadsMs(0, 0), 0.0);
+  EXPECT_TRUE(m.ReadAheadPays(0.41));
+  EXPECT_FALSE(m.ReadAheadPays(0.4));
+  m.SetReadRowMs(20, 0);
+  EXPECT_FALSE(m.ReadAheadPays(1.0));  // none read ahead
+  EXPECT_THROW(m.SetReadRowMs(20, -1), Error);
+}
+
 TEST(CostModelTest, CheapestSizeFromPadsToAFullRowBlock) {
   CostModel m(CpuCurve(), {});
   EXPECT_EQ(m.CheapestSizeFrom(15, 16), 16);  // 16 rows cost less than 15

@@ -31,7 +31,8 @@ namespace {
 // (read_row_ms).
 // 5: a 1-row sample no longer follows a larger pass (MedianCurves): llama.cpp rebuilds
 // its graph then, and decoding's 1-row passes follow 1-row passes.
-constexpr int kProfileVersion = 5;
+// 6: with lazy_logits also rows read ahead with the one asked for (read_ahead_ms).
+constexpr int kProfileVersion = 6;
 
 // The sizes of a curve that MedianCurves times three times a round.
 constexpr size_t kSmallSizes = 4;
@@ -105,6 +106,33 @@ class PassTimer {
     return ms;
   }
 
+  // With lazy logits: ms of reading a row's logits in one product with 3 more
+  // (Context::HintReads), after the root's, in a pass over a 5-node chain. The first
+  // block of a size is checked against its rows alone: that one is not timed.
+  double TimeReadBlock() {
+    TokenTree t;
+    t.Reset(RandomToken());
+    for (int32_t i = 0; i < kReadBlock; ++i) t.Add(i, RandomToken(), 0.5f, Source::kDraft);
+    double ms = 0;
+    for (int attempt = checked_block_ ? 1 : 0; attempt < 2; ++attempt) {
+      ctx_.EvalTree(t);
+      ctx_.Logits(0);
+      std::vector<int32_t> rows(kReadBlock);
+      for (int32_t i = 0; i < kReadBlock; ++i) rows[i] = i + 1;
+      ctx_.HintReads(rows);
+      ms = 0;
+      {
+        ScopedMs timer(&ms);
+        ctx_.Logits(1);
+      }
+      ctx_.CommitPath({0});
+      ctx_.Truncate(base_);
+    }
+    checked_block_ = true;
+    return ms;
+  }
+  static constexpr int32_t kReadBlock = 4;
+
   // ms of one pass over a random tree of n nodes (depth <= 8, like a draft tree).
   double Time(int32_t n) {
     TokenTree t;
@@ -141,6 +169,7 @@ class PassTimer {
   Context ctx_;
   Rng rng_;
   int32_t base_ = 0;
+  bool checked_block_ = false;
 };
 
 // The cached profile at `path` if it is readable, matches `key` and covers the sizes
@@ -277,14 +306,27 @@ CostProfile MeasureCostProfile(const Model& target, const Model* draft, const Co
     add(*draft, false, o.max_draft_rows, o.prefix, {});
     if (o.long_prefix > 0) add(*draft, false, o.max_draft_rows, o.long_prefix, LongSizes(o.max_draft_rows));
   }
-  // A row a lazy pass reads after its root (a "curve" of one size).
+  // A row a lazy pass reads after its root, and a block of rows read after it (two
+  // "curves" of one size).
   const bool reads = o.lazy_logits && o.max_rows >= 2;
+  const bool blocks = reads && o.max_rows >= PassTimer::kReadBlock + 1;
   if (reads) {
     PassTimer* t = timers.front().get();
     curves.push_back({1, [t](int32_t) { return t->TimeRead(); }, {}});
+    if (blocks) curves.push_back({1, [t](int32_t) { return t->TimeReadBlock(); }, {}});
   }
   auto measured = MedianCurves(curves, o.repeats);
-  if (reads) p.read_row_ms = measured.back()[1];
+  if (blocks) {
+    const double block_ms = measured.back()[1];
+    measured.pop_back();
+    p.read_row_ms = measured.back()[1];
+    // The rows after the first; none when a block costs as much as its rows alone
+    // (the context then computes them alone too, if they differ in their bits).
+    p.read_ahead_ms = std::max(0.0, (block_ms - p.read_row_ms) / (PassTimer::kReadBlock - 1));
+    if (p.read_ahead_ms >= p.read_row_ms) p.read_ahead_ms = 0;
+  } else if (reads) {
+    p.read_row_ms = measured.back()[1];
+  }
   size_t c = 0;
   p.verify_ms = std::move(measured[c++]);
   if (o.long_prefix > 0) p.verify_ms_long = std::move(measured[c++]);
@@ -306,7 +348,8 @@ nlohmann::json CostProfileJson(const CostProfile& p) {
           {"long_prefix", p.long_prefix},
           {"verify_ms_long", p.verify_ms_long},
           {"draft_ms_long", p.draft_ms_long},
-          {"read_row_ms", p.read_row_ms}};
+          {"read_row_ms", p.read_row_ms},
+          {"read_ahead_ms", p.read_ahead_ms}};
 }
 
 CostProfile CostProfileFromJson(const nlohmann::json& j) {
@@ -320,7 +363,8 @@ CostProfile CostProfileFromJson(const nlohmann::json& j) {
   p.verify_ms_long = LongCurve(j, "verify_ms_long", p.verify_ms.size());
   p.draft_ms_long = LongCurve(j, "draft_ms_long", p.draft_ms.size());
   p.read_row_ms = j.value("read_row_ms", 0.0);
-  if (!(p.read_row_ms >= 0)) throw Error("negative cost");
+  p.read_ahead_ms = j.value("read_ahead_ms", 0.0);
+  if (!(p.read_row_ms >= 0) || !(p.read_ahead_ms >= 0)) throw Error("negative cost");
   return p;
 }
 

@@ -67,6 +67,10 @@ TEST_F(CostProfileTest, MeasuredOnceThenReloadedExactly) {
   ASSERT_TRUE(o_.lazy_logits);
   EXPECT_GT(a.read_row_ms, 0.0);
   EXPECT_EQ(a.read_row_ms, b.read_row_ms);
+  // Rows read ahead: cheaper than alone, or not at all (0).
+  EXPECT_GE(a.read_ahead_ms, 0.0);
+  EXPECT_LT(a.read_ahead_ms, a.read_row_ms);
+  EXPECT_EQ(a.read_ahead_ms, b.read_ahead_ms);
   EXPECT_EQ(b.prefix, 32);
   EXPECT_EQ(b.long_prefix, 96);
   // No temporaries are left beside it.
@@ -95,6 +99,7 @@ TEST_F(CostProfileTest, WithTheWholeOutputLayerNoReadsAreTimed) {
   o.lazy_logits = false;
   const CostProfile p = LoadOrMeasureCostProfile(*target_, draft_.get(), o);
   EXPECT_EQ(p.read_row_ms, 0.0);
+  EXPECT_EQ(p.read_ahead_ms, 0.0);
   EXPECT_EQ(p.verify_ms.size(), 9u);
 }
 

@@ -263,6 +263,24 @@ bool Emit(RequestState& rs, const std::vector<Token>& emitted, const Model& targ
   return more;
 }
 
+// The nodes a verification of `tree` reads ahead with its root's row
+// (Context::HintReads): the root, then down the likeliest child (by `a`,
+// PathAcceptance) while each is worth reading ahead (CostModel::ReadAheadPays), at
+// most Context::kMaxReadBlock nodes. Just the root when none is. O(n).
+std::vector<int32_t> ReadAheadNodes(const TokenTree& tree, const std::vector<double>& a, const CostModel& cost) {
+  std::vector<int32_t> best(tree.size(), -1);  // each node's likeliest child
+  for (int32_t i = 1; i < tree.size(); ++i) {
+    int32_t& b = best[tree.parent[i]];
+    if (b < 0 || a[i] > a[b]) b = i;
+  }
+  std::vector<int32_t> out{0};
+  for (int32_t n = best[0]; n >= 0 && static_cast<int32_t>(out.size()) < Context::kMaxReadBlock && cost.ReadAheadPays(a[n]);
+       n = best[n]) {
+    out.push_back(n);
+  }
+  return out;
+}
+
 }  // namespace
 
 bool Engine::State::FinishStep(int32_t row0, double pass_ms) {
@@ -271,6 +289,15 @@ bool Engine::State::FinishStep(int32_t row0, double pass_ms) {
   st.t_verify_ms += pass_ms;
   const TokenTree& tree = f.tree;
   const auto logits = [&](int32_t node) { return tctx->Logits(row0 + node); };
+  const Context::LazyReads reads_before = tctx->lazy_reads();
+  if (cost && tctx->lazy_pass()) {
+    const std::vector<int32_t> ahead = ReadAheadNodes(tree, PathAcceptance(tree, calibration), *cost);
+    if (ahead.size() > 1) {
+      std::vector<int32_t> rows(ahead.size());
+      for (size_t i = 0; i < ahead.size(); ++i) rows[i] = row0 + ahead[i];
+      tctx->HintReads(rows);
+    }
+  }
   VerifyResult vr;
   {
     ScopedMs t(&st.t_verify_ms);
@@ -281,6 +308,16 @@ bool Engine::State::FinishStep(int32_t row0, double pass_ms) {
       vr = VerifyStochastic(
           tree, [&](int32_t node) { return MakeDistribution(logits(node), nv, f.req.sampling); }, f.rng);
     }
+  }
+  {
+    // The rows after the root this pass computed (the root's is priced with the pass).
+    const Context::LazyReads now = tctx->lazy_reads();
+    const int64_t alone = now.alone - reads_before.alone, in_blocks = now.in_blocks - reads_before.in_blocks;
+    const bool root_in_block = in_blocks > 0;  // a block starts at the root (ReadAheadNodes)
+    f.rs.step_rows_read = std::max<int64_t>(0, alone - (root_in_block ? 0 : 1));
+    f.rs.step_rows_read_ahead = std::max<int64_t>(0, in_blocks - 1);
+    st.rows_read += f.rs.step_rows_read;
+    st.rows_read_ahead += f.rs.step_rows_read_ahead;
   }
   std::vector<Token> emitted;
   {

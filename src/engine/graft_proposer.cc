@@ -109,7 +109,7 @@ class GraftProposer final : public Proposer {
     shadow_.Commit(vr.CommittedTokens(tree), &es_.calibration);
   }
 
-  void Commit(RequestState&, const VerifyResult& vr, const std::vector<Token>& emitted) override {
+  void Commit(RequestState& rs, const VerifyResult& vr, const std::vector<Token>& emitted) override {
     if (drafted_) es_.drafter->Commit(vr.accepted);
     es_.request.Append(emitted);
     // The gate sees the modelled cost of the step, not its wall time: deterministic.
@@ -117,8 +117,9 @@ class GraftProposer final : public Proposer {
     // other rows in the pass (other requests, its own prompt's last chunk) is larger
     // than it would be alone, and its stand-alone cost would make retrieval look slow
     // and turn the draft on where it cannot pay.
-    // A lazy pass also read the logits of its accepted rows (CostModel::ReadMs).
-    const double read_ms = cost_.has_value() ? cost_->ReadMs(static_cast<int32_t>(vr.accepted.size()) - 1) : 0;
+    // A lazy pass also read the logits of its accepted rows, and some rows ahead of
+    // need (CostModel::ReadsMs).
+    const double read_ms = cost_.has_value() ? cost_->ReadsMs(rs.step_rows_read, rs.step_rows_read_ahead) : 0;
     if (cost_.has_value() && alone_) {
       const int32_t tokens = static_cast<int32_t>(emitted.size());
       const double pass_ms = cost_->VerifyMs(tree_size_) + read_ms;

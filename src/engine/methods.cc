@@ -29,7 +29,7 @@ constexpr MethodInfo kMethods[] = {
     {Method::kRest, "rest", false, MakeRetrievalProposer},
     {Method::kRecycle, "recycle", false, MakeRetrievalProposer},
     {Method::kGraft, "graft", true, [](EngineState& es, Method) { return MakeGraftProposer(es); }},
-    {Method::kOracle, "oracle", false, [](EngineState&, Method) { return MakeOracleProposer(); }},
+    {Method::kOracle, "oracle", false, [](EngineState& es, Method) { return MakeOracleProposer(es); }},
 };
 
 const MethodInfo& Info(Method m) {
@@ -75,6 +75,8 @@ void GenerationStats::Add(const GenerationStats& b) {
   n_drafted += b.n_drafted;
   n_grafted += b.n_grafted;
   n_accepted += b.n_accepted;
+  rows_read += b.rows_read;
+  rows_read_ahead += b.rows_read_ahead;
   for (int s = 0; s < kNumSources; ++s) {
     per_source[s].proposed += b.per_source[s].proposed;
     per_source[s].accepted += b.per_source[s].accepted;

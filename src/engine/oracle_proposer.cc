@@ -21,9 +21,14 @@ constexpr int64_t kMaxAlign = 32;  // longest tail tried
 
 class OracleProposer final : public Proposer {
  public:
-  void Begin(RequestState&) override {
+  explicit OracleProposer(EngineState& es) : es_(es) {}
+
+  void Begin(RequestState& rs) override {
     matched_ = 0;
     diverged_ = false;
+    // The ceiling verifies as graft does: with the cost profile, a lazy pass reads its
+    // likeliest rows ahead (Engine's FinishStep, Context::HintReads).
+    es_.Costs(&rs.stats->t_calibrate_ms);
   }
 
   std::optional<DraftParams> Propose(RequestState& rs, const StepLimits& limits, TokenTree* tree) override {
@@ -43,6 +48,7 @@ class OracleProposer final : public Proposer {
   }
 
  private:
+  EngineState& es_;
   // Where the recording continues the output: its length while the output equals
   // the recording's start; after a divergence, the end of the longest tail match
   // nearest to that length; -1 when none. O(kMaxAlign x |oracle|) after a divergence.
@@ -75,6 +81,6 @@ class OracleProposer final : public Proposer {
 
 }  // namespace
 
-std::unique_ptr<Proposer> MakeOracleProposer() { return std::make_unique<OracleProposer>(); }
+std::unique_ptr<Proposer> MakeOracleProposer(EngineState& es) { return std::make_unique<OracleProposer>(es); }
 
 }  // namespace graft

@@ -77,6 +77,9 @@ struct RequestState {
   int32_t generated = 0;         // tokens emitted so far
   GenerationStats* stats;
   double lazy_prefill_ms = 0;    // prefill done inside the decode loop (the draft's prompt)
+  // The last pass's rows after the root a lazy pass computed: alone, and read ahead
+  // (GenerationStats::rows_read and rows_read_ahead), for the proposer's Learn and Commit.
+  int64_t step_rows_read = 0, step_rows_read_ahead = 0;
 };
 
 // Limits of one step, from the options and the room left in the context.
@@ -194,7 +197,7 @@ void LearnNextTokens(EngineState& es, const TokenTree& tree, const VerifyResult&
 std::unique_ptr<Proposer> MakeArProposer();
 std::unique_ptr<Proposer> MakeDraftProposer(EngineState& es, Method method);  // chain, tree, pruned
 std::unique_ptr<Proposer> MakeRetrievalProposer(EngineState& es, Method method);  // pld, suffix, rest, recycle
-std::unique_ptr<Proposer> MakeOracleProposer();
+std::unique_ptr<Proposer> MakeOracleProposer(EngineState& es);
 std::unique_ptr<Proposer> MakeGraftProposer(EngineState& es);
 
 // The proposer for `method` (methods.cc: the method table).

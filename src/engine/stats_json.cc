@@ -28,6 +28,8 @@ nlohmann::json StatsToJson(const GenerationStats& st, Method m) {
           {"drafted", st.n_drafted},
           {"grafted", st.n_grafted},
           {"accepted", st.n_accepted},
+          {"rows_read", st.rows_read},
+          {"rows_read_ahead", st.rows_read_ahead},
           {"acceptance", st.acceptance()},
           {"tau", st.tau()},
           {"per_source", PerSourceJson(st)},

@@ -74,7 +74,9 @@ int RunTune(const TuneFlags& f) {
     printf("\n");
   }
   if (p.read_row_ms > 0) {
-    printf("\nlazy output layer: each row read after the root %.2f ms\n", p.read_row_ms);
+    printf("\nlazy output layer: each row read after the root %.2f ms", p.read_row_ms);
+    if (p.read_ahead_ms > 0) printf(", read ahead with it %.2f ms", p.read_ahead_ms);
+    printf("\n");
   }
   return 0;
 }
