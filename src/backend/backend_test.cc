@@ -313,6 +313,16 @@ TEST(BackendTest, LanesShareAPassButNotTheirTokens) {
 
 class LazyLogitsTest : public ::testing::TestWithParam<ModelCase> {};
 
+// A context for trees of up to 24 nodes in 512 tokens.
+ContextOptions LazyTestOptions(bool lazy) {
+  ContextOptions co;
+  co.n_ctx = 512;
+  co.max_tree = 24;
+  co.n_seq_max = 24;
+  co.lazy_logits = lazy;
+  return co;
+}
+
 // ContextOptions::lazy_logits: a context that leaves the output layer to Logits gives,
 // for every row read, in any order, the logits a context running it over the whole
 // pass gives, up to the output layer's own rounding (llama.cpp multiplies all the rows
@@ -324,10 +334,7 @@ TEST_P(LazyLogitsTest, RowsReadAreThoseOfTheWholePass) {
   const ModelCase mc = GetParam();
   auto model = Model::Load(ModelPath(mc.file));
   const int32_t nv = model->n_vocab();
-  ContextOptions co;
-  co.n_ctx = 512;
-  co.max_tree = 24;
-  co.n_seq_max = 24;
+  ContextOptions co = LazyTestOptions(false);
   co.n_lanes = 2;
   ContextOptions lazy_co = co;
   lazy_co.lazy_logits = true;
@@ -403,11 +410,7 @@ TEST_P(LazyLogitsTest, RowsReadAheadHaveTheBitsOfRowsReadAlone) {
   const ModelCase mc = GetParam();
   auto model = Model::Load(ModelPath(mc.file));
   const int32_t nv = model->n_vocab();
-  ContextOptions co;
-  co.n_ctx = 512;
-  co.max_tree = 24;
-  co.n_seq_max = 24;
-  co.lazy_logits = true;
+  const ContextOptions co = LazyTestOptions(true);
   Context ahead(*model, co), alone(*model, co);
   const std::vector<Token> p = model->Tokenize("def fibonacci(n):\n    if n < 2:\n        return n", true, false);
   for (Context* c : {&ahead, &alone}) {

@@ -255,7 +255,7 @@ struct Context::LazyHead {
   };
   std::unique_ptr<Product> products[kMaxReadBlock + 1];  // [k]: k columns, built on first use
   // Blocks of up to this many rows give each row's bits as computed alone (checked
-  // once per size, on its first block); 1 after a size that did not.
+  // once per size, on its first block); below the smallest size that did not.
   int32_t block_limit = kMaxReadBlock;
   bool block_checked[kMaxReadBlock + 1] = {};
   std::vector<float> block_in, block_out;  // a block's gathered hidden states and its logits

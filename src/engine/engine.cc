@@ -291,12 +291,10 @@ bool Engine::State::FinishStep(int32_t row0, double pass_ms) {
   const auto logits = [&](int32_t node) { return tctx->Logits(row0 + node); };
   const Context::LazyReads reads_before = tctx->lazy_reads();
   if (cost && tctx->lazy_pass()) {
-    const std::vector<int32_t> ahead = ReadAheadNodes(tree, PathAcceptance(tree, calibration), *cost);
-    if (ahead.size() > 1) {
-      std::vector<int32_t> rows(ahead.size());
-      for (size_t i = 0; i < ahead.size(); ++i) rows[i] = row0 + ahead[i];
-      tctx->HintReads(rows);
-    }
+    // Always set: it replaces what another lane of the same pass hinted.
+    std::vector<int32_t> rows = ReadAheadNodes(tree, PathAcceptance(tree, calibration), *cost);
+    for (int32_t& r : rows) r += row0;
+    tctx->HintReads(rows);
   }
   VerifyResult vr;
   {
