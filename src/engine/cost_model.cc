@@ -69,6 +69,11 @@ void CostModel::SetReadRowMs(double ms, double ahead_ms) {
   read_ahead_ms_ = ahead_ms;
 }
 
+void CostModel::SetReadBlock(int32_t rows) {
+  GRAFT_CHECK(rows >= 1, "a read block holds at least the root's row");
+  read_block_ = rows;
+}
+
 void CostModel::Move(const std::vector<double>& base, const ContextCost& c, int32_t tokens, std::vector<double>* out) {
   const double extra = static_cast<double>(std::max(0, tokens)) - c.prefix;
   for (size_t n = 1; n < base.size(); ++n) {
@@ -107,9 +112,11 @@ int32_t CostModel::BestSize(std::span<const double> a, double fixed_ms, int32_t 
   double gain = load.tokens + 1.0;
   int32_t best = 1;
   double best_rate = gain / (fixed_ms + VerifyMs(load.rows + 1));
+  double read_ms = 0;
   for (int32_t n = 2; n <= limit; ++n) {
     gain += a[n - 2];
-    const double rate = gain / (fixed_ms + VerifyMs(load.rows + n) + read_row_ms_ * (gain - load.tokens - 1.0));
+    read_ms += ExpectedReadMs(a[n - 2], n - 2);
+    const double rate = gain / (fixed_ms + VerifyMs(load.rows + n) + read_ms);
     if (rate > best_rate) {
       best_rate = rate;
       best = n;
@@ -203,12 +210,12 @@ std::vector<bool> ChooseDrafts(const CostModel& cost, const BatchLoad& load, std
 
 DraftGate::Plan DraftGate::BestPlan(const CostModel& cost, double alpha, int32_t max_depth, int32_t level_rows) {
   Plan best;
-  double tokens = 1, p = 1;
+  double tokens = 1, p = 1, read_ms = 0;
   for (int32_t d = 1; d <= max_depth; ++d) {
     p *= alpha;
     tokens += p;
-    const double ms = cost.DraftMs(1) + (d - 1) * cost.DraftMs(level_rows) + cost.VerifyMs(d + 1) +
-                      cost.ReadMs(1) * (tokens - 1);
+    read_ms += cost.ExpectedReadMs(p, d - 1);
+    const double ms = cost.DraftMs(1) + (d - 1) * cost.DraftMs(level_rows) + cost.VerifyMs(d + 1) + read_ms;
     if (tokens / ms > best.rate) best = {d, tokens, tokens / ms};
   }
   return best;

@@ -87,6 +87,15 @@ class CostModel {
   // Whether a row that will be read with probability `a` is worth reading ahead: its
   // expected read alone costs more than reading it ahead for certain. O(1).
   bool ReadAheadPays(double a) const { return read_ahead_ms_ > 0 && a * read_row_ms_ > read_ahead_ms_; }
+  // Rows one product may hold, the root's included (Context::kMaxReadBlock; default 1:
+  // none is read ahead). Set by whoever knows the backend.
+  void SetReadBlock(int32_t rows);
+  // Whether the k-th node read after the root (k = 0, 1, ...), read with probability
+  // `a`, is read ahead: it fits in the root's product and ReadAheadPays. O(1).
+  bool ReadsAhead(double a, int32_t k) const { return k + 1 < read_block_ && ReadAheadPays(a); }
+  // Expected ms of reading that node: read_ahead_ms for certain when ReadsAhead, else
+  // a x read_row_ms. Tree sizing and the draft gate price a tree by it. O(1).
+  double ExpectedReadMs(double a, int32_t k) const { return ReadsAhead(a, k) ? read_ahead_ms_ : a * read_row_ms_; }
 
   // Expected ms of a target pass over n >= 1 rows: the measured value, or past the
   // last measured size the last value plus the mean slope of the last 4 sizes. O(1).
@@ -107,7 +116,7 @@ class CostModel {
   // order (a parents-closed order, e.g. by PathAcceptance). Returns the tree size
   // n in [1, 1 + a.size()] (root included, at most max_n) maximising
   //   (load.tokens + 1 + sum of the first n - 1 values of a) /
-  //   (fixed_ms + VerifyMs(load.rows + n) + ReadMs of their sum, the nodes expected accepted),
+  //   (fixed_ms + VerifyMs(load.rows + n) + the sum of their ExpectedReadMs),
   // i.e. expected tokens per ms of this step's pass (fixed_ms = its other costs;
   // `load` = what other requests put into the same pass). Because every size is
   // measured, a larger n that costs no more than a smaller one (a full row block)
@@ -126,6 +135,7 @@ class CostModel {
   std::vector<double> draft_ms_;   // [sizes + 1] or empty
   std::vector<double> base_verify_ms_, base_draft_ms_;  // as measured
   double read_row_ms_ = 0, read_ahead_ms_ = 0;
+  int32_t read_block_ = 1;
   ContextCost verify_context_, draft_context_;
 };
 
@@ -305,8 +315,9 @@ class DraftGate {
   double DraftedRate() const { return drafted_.seen > 0 ? drafted_.rate : -1.0; }
   // Expected tokens per ms of a draft step whose levels are each accepted with
   // probability `alpha`, at its best depth d <= max_depth, with t = 1 + alpha + ... + alpha^d:
-  //   t / (DraftMs(1) + (d - 1) DraftMs(level_rows) + VerifyMs(d + 1) + ReadMs(1) (t - 1))
-  // (a lazy pass reads the row of every accepted node).
+  //   t / (DraftMs(1) + (d - 1) DraftMs(level_rows) + VerifyMs(d + 1) + reads)
+  // (a lazy pass reads the row of every accepted node: reads = the sum over levels i
+  // of ExpectedReadMs(alpha^i, i - 1)).
   // O(max_depth).
   static double DraftRate(const CostModel& cost, double alpha, int32_t max_depth, int32_t level_rows);
   // DraftRate's best depth, the tokens it expects there (1 + alpha + ... + alpha^d)

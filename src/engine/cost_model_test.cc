@@ -146,6 +146,38 @@ TEST(CostModelTest, RowsReadAheadArePricedApart) {
   EXPECT_THROW(m.SetReadRowMs(20, -1), Error);
 }
 
+// Tree sizing and the draft gate price a node read ahead at read_ahead_ms, for certain,
+// and only as many as fit in the root's product (SetReadBlock).
+TEST(CostModelTest, TreeSizingPricesTheRowsReadAhead) {
+  CostModel m({0, 100, 150, 200, 250}, {});
+  m.SetReadRowMs(50, 5);
+  EXPECT_FALSE(m.ReadsAhead(0.9, 0));  // block of 1: the root's row alone
+  EXPECT_EQ(m.ExpectedReadMs(0.6, 0), 30.0);
+  // Read alone: 1.6 tokens / (150 + 0.6 x 50) ms < 1 / 100 ms.
+  const std::vector<double> a{0.6, 0.6};
+  EXPECT_EQ(m.BestSize(a, 0.0, 3), 1);
+  EXPECT_THROW(m.SetReadBlock(0), Error);
+  m.SetReadBlock(2);  // the root and one more
+  EXPECT_TRUE(m.ReadsAhead(0.6, 0));
+  EXPECT_FALSE(m.ReadsAhead(0.6, 1));
+  EXPECT_FALSE(m.ReadsAhead(0.05, 0));  // 0.05 x 50 < 5: not worth it
+  EXPECT_EQ(m.ExpectedReadMs(0.6, 0), 5.0);
+  EXPECT_EQ(m.ExpectedReadMs(0.6, 1), 30.0);
+  EXPECT_EQ(m.ExpectedReadMs(0.05, 0), 2.5);
+  // Read ahead: 1.6 / (150 + 5) > 1 / 100; the third row is read alone again:
+  // 2.2 / (200 + 35) < 1.6 / 155.
+  EXPECT_EQ(m.BestSize(a, 0.0, 3), 2);
+  m.SetReadBlock(3);  // 2.2 / (200 + 10) > 1.6 / 155
+  EXPECT_EQ(m.BestSize(a, 0.0, 3), 3);
+  // The draft gate's plan likewise: at alpha 0.6 one level pays only when read ahead.
+  CostModel d({0, 100, 150, 200, 250}, {0, 1, 1});
+  d.SetReadRowMs(50, 5);
+  EXPECT_EQ(DraftGate::BestPlan(d, 0.6, 1, 1).depth, 1);
+  EXPECT_NEAR(DraftGate::BestPlan(d, 0.6, 1, 1).rate, 1.6 / (1 + 150 + 30), 1e-12);
+  d.SetReadBlock(7);
+  EXPECT_NEAR(DraftGate::BestPlan(d, 0.6, 1, 1).rate, 1.6 / (1 + 150 + 5), 1e-12);
+}
+
 TEST(CostModelTest, CheapestSizeFromPadsToAFullRowBlock) {
   CostModel m(CpuCurve(), {});
   EXPECT_EQ(m.CheapestSizeFrom(15, 16), 16);  // 16 rows cost less than 15

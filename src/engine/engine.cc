@@ -55,6 +55,8 @@ const CostModel& EngineState::Costs(double* calibrate_ms) {
     CostProfile p = LoadOrMeasureCostProfile(target, draft, CostProfileOptionsOf(config), &ms);
     *calibrate_ms += ms;
     cost.emplace(CostModel::Of(p));
+    // Tree sizing prices the rows FinishStep reads ahead as read ahead.
+    if (p.read_ahead_ms > 0) cost->SetReadBlock(Context::kMaxReadBlock);
   }
   return *cost;
 }
@@ -265,8 +267,8 @@ bool Emit(RequestState& rs, const std::vector<Token>& emitted, const Model& targ
 
 // The nodes a verification of `tree` reads ahead with its root's row
 // (Context::HintReads): the root, then down the likeliest child (by `a`,
-// PathAcceptance) while each is worth reading ahead (CostModel::ReadAheadPays), at
-// most Context::kMaxReadBlock nodes. Just the root when none is. O(n).
+// PathAcceptance) while each is read ahead (CostModel::ReadsAhead: worth it, and within
+// the block the engine set, Context::kMaxReadBlock). Just the root when none is. O(n).
 std::vector<int32_t> ReadAheadNodes(const TokenTree& tree, const std::vector<double>& a, const CostModel& cost) {
   std::vector<int32_t> best(tree.size(), -1);  // each node's likeliest child
   for (int32_t i = 1; i < tree.size(); ++i) {
@@ -274,8 +276,7 @@ std::vector<int32_t> ReadAheadNodes(const TokenTree& tree, const std::vector<dou
     if (b < 0 || a[i] > a[b]) b = i;
   }
   std::vector<int32_t> out{0};
-  for (int32_t n = best[0]; n >= 0 && static_cast<int32_t>(out.size()) < Context::kMaxReadBlock && cost.ReadAheadPays(a[n]);
-       n = best[n]) {
+  for (int32_t n = best[0]; n >= 0 && cost.ReadsAhead(a[n], static_cast<int32_t>(out.size()) - 1); n = best[n]) {
     out.push_back(n);
   }
   return out;
