@@ -20,7 +20,10 @@
 // --loss-prefill set the loss budget (LossBudget, src/engine/cost_model.h; -1 = none).
 // A profile timed at a second, longer prefix (version 3) prices every step at its
 // context (ContextCost); --no-context keeps the policy's decisions at the profile's
-// prefix, the price not.
+// prefix, the price not. A lazy pass reads its likeliest rows ahead with the root's
+// (Context::HintReads) as the engine does, when the profile times rows read ahead;
+// --read-block N caps that block (1: every row read alone), and --size-reads-alone
+// sizes the trees as if every row were read alone (the engine before 3706f64).
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -33,6 +36,7 @@
 
 #include "engine/cost_model.h"
 #include "graft/cost_profile.h"
+#include "graft/backend.h"
 #include "graft/calibration.h"
 #include "graft/engine.h"
 #include "graft/graft.h"
@@ -99,6 +103,7 @@ int32_t CopyablePrefix(const std::vector<Token>& text, const std::vector<Token>&
 struct Replayer {
   graft::CostModel cost;   // the policy's: at each step's context unless --no-context
   graft::CostModel price;  // what each pass costs: always at its step's context
+  graft::CostModel sizing;  // `cost`, or --size-reads-alone: `cost` with every row read alone
   bool context_decisions = true;
   int32_t budget = 16;
   bool fixed = false;  // keep every grafted node (no cost-based size)
@@ -136,6 +141,7 @@ struct Replayer {
       out_pos_ = i;
       price.SetContext(static_cast<int32_t>(committed.size()));
       if (context_decisions) cost.SetContext(static_cast<int32_t>(committed.size()));
+      if (context_decisions) sizing.SetContext(static_cast<int32_t>(committed.size()));
       Propose(committed, &request, left > 0 ? left - 1 : 1 << 30, &tree);
       // The kept nodes' calibrated path acceptance, before this step's outcome is learnt.
       const std::vector<double> rated = graft::PathAcceptance(tree, calibration);
@@ -181,9 +187,16 @@ struct Replayer {
       t->tokens += static_cast<int64_t>(emitted.size());
       t->passes += 1;
       t->rows += tree.size();
-      const int32_t accepted = static_cast<int32_t>(emitted.size()) - 1;  // a lazy pass reads rows 0..accepted
-      t->ms += price.VerifyMs(tree.size()) + price.ReadMs(accepted);
-      loss.Observe(cost.VerifyMs(tree.size()) + cost.ReadMs(accepted), cost.VerifyMs(1),
+      // A lazy pass reads the rows of the accepted path, and those the engine hinted
+      // with the root's (ReadAheadNodes, by the same ratings).
+      const std::vector<int32_t> ahead = graft::ReadAheadNodes(tree.parent, rated, cost);
+      int64_t alone = 0;
+      for (size_t k = 1; k < vr.accepted.size(); ++k) {
+        alone += std::find(ahead.begin(), ahead.end(), vr.accepted[k]) == ahead.end();
+      }
+      const int64_t read_ahead = static_cast<int64_t>(ahead.size()) - 1;
+      t->ms += price.VerifyMs(tree.size()) + price.ReadsMs(alone, read_ahead);
+      loss.Observe(cost.VerifyMs(tree.size()) + cost.ReadsMs(alone, read_ahead), cost.VerifyMs(1),
                    static_cast<int32_t>(emitted.size()));
       t->ar_ms += price.VerifyMs(1) * static_cast<double>(emitted.size());
       if (shadow_on) shadow.Commit(emitted, &calibration);
@@ -217,7 +230,7 @@ struct Replayer {
     std::vector<double> sorted(acc.begin() + 1, acc.end());
     std::stable_sort(sorted.begin(), sorted.end(), std::greater<>());
     const double sure = graft::SureFirstAcceptance(*tree, acc, calibration, loss_options.sure_trials);
-    const int32_t n_best = cost.BestSize(sorted, 0, loss.MaxRows(cost, budget, 0, sure));
+    const int32_t n_best = sizing.BestSize(sorted, 0, loss.MaxRows(cost, budget, 0, sure));
     if (n_best >= tree->size()) return;
     graft::PruneOptions keep;
     keep.min_accept_prob = 0.0f;
@@ -235,9 +248,12 @@ struct Replayer {
 void Replayer::KeepCorrectPath(int32_t max_depth, graft::TokenTree* tree) const {
   const int32_t correct = std::min(CorrectDepth(trie_, *out_, out_pos_), max_depth);
   int32_t keep = 0;
-  double best = 1.0 / cost.VerifyMs(1);
+  double best = 1.0 / cost.VerifyMs(1), read_ms = 0;
+  const std::vector<double> sure(std::max(0, correct), 1.0);  // the path it keeps is accepted
+  const int32_t ahead = sizing.ReadAheadLength(sure);
   for (int32_t d = 1; d <= correct; ++d) {
-    const double rate = (d + 1) / (cost.VerifyMs(d + 1) + cost.ReadMs(d));
+    read_ms += sizing.ChainReadMs(sure, d - 1, ahead);
+    const double rate = (d + 1) / (cost.VerifyMs(d + 1) + read_ms);
     if (rate > best) best = rate, keep = d;
   }
   int32_t node = -1, at = 0;
@@ -283,6 +299,8 @@ int Run(int argc, char** argv) {
   bool context = true;  // the policy prices passes at their context (--no-context: at the profile's prefix)
   bool shadow = true;  // ShadowTrials, as the engine (--no-shadow: verified nodes only, as before 2026-12-02)
   std::string trace;  // a prompt id whose steps are printed
+  int32_t read_block = graft::Context::kMaxReadBlock;  // rows one product may read, the root's included
+  bool size_reads_alone = false;                       // size trees as if every row were read alone
   std::vector<std::string> files;
   for (int a = 1; a < argc; ++a) {
     const std::string arg = argv[a];
@@ -307,10 +325,12 @@ int Run(int argc, char** argv) {
     else if (arg == "--sure-cap" && a + 1 < argc) loss.sure_cap = std::stod(argv[++a]);
     else if (arg == "--sure-trials" && a + 1 < argc) loss.sure_trials = std::stod(argv[++a]);
     else if (arg == "--trace" && a + 1 < argc) trace = argv[++a];
+    else if (arg == "--read-block" && a + 1 < argc) read_block = std::stoi(argv[++a]);
+    else if (arg == "--size-reads-alone") size_reads_alone = true;
     else files.push_back(arg);
   }
   if (profile.empty() || files.empty() || budget < 1 || budget > 256) {
-    std::fprintf(stderr, "usage: replay_retrieval --profile PROFILE.json [--budget N] [--fixed] [--scale-prior X] [--alpha X] [--explore X] [--request-strength X] [--by-copy] [--reliability] [--fresh] [--no-cap] [--perfect] [--no-shadow] [--no-context] [--max-loss X] [--loss-grant X] [--loss-prefill X] [--trace PROMPT_ID] results.json...\n");
+    std::fprintf(stderr, "usage: replay_retrieval --profile PROFILE.json [--budget N] [--fixed] [--scale-prior X] [--alpha X] [--explore X] [--request-strength X] [--by-copy] [--reliability] [--fresh] [--no-cap] [--perfect] [--no-shadow] [--no-context] [--max-loss X] [--loss-grant X] [--loss-prefill X] [--trace PROMPT_ID] [--read-block N] [--size-reads-alone] results.json...\n");
     return 2;
   }
   // Every recording is read and checked before any work: replaying needs the tokens
@@ -331,8 +351,13 @@ int Run(int argc, char** argv) {
   }
   json pj = ReadJson(profile);
   // The profile's curves, and its long-prefix curve when it has one (draft passes are not replayed).
-  const graft::CostModel costs = graft::CostModel::Of(graft::CostProfileFromJson(pj));
-  Replayer r{costs, costs, context, budget, fixed,
+  graft::CostModel costs = graft::CostModel::Of(graft::CostProfileFromJson(pj));
+  if (read_block < 1) throw std::runtime_error("--read-block must be at least 1");
+  // As the engine (EngineState::Costs): rows read ahead when the profile timed them.
+  if (costs.ReadAheadPays(1.0)) costs.SetReadBlock(std::min(read_block, graft::Context::kMaxReadBlock));
+  graft::CostModel sizing = costs;
+  if (size_reads_alone) sizing.SetReadBlock(1);
+  Replayer r{costs, costs, sizing, context, budget, fixed,
               graft::Calibration(graft::CalibrationOptions{.source_scale_prior = scale_prior, .explore_strength = explore,
                                                        .request_strength = request_strength})};
   r.retrieval.confidence_alpha = alpha;

@@ -447,6 +447,9 @@ TEST_P(LazyLogitsTest, RowsReadAheadHaveTheBitsOfRowsReadAlone) {
   const Context::LazyReads a = ahead.lazy_reads(), b = alone.lazy_reads();
   EXPECT_EQ(b.in_blocks, 0);
   EXPECT_EQ(a.alone + a.in_blocks, b.alone);  // every row computed once, either way
+  EXPECT_EQ(b.blocks, 0);
+  EXPECT_GE(a.in_blocks, 2 * a.blocks);  // a block holds two rows at least
+  EXPECT_EQ(a.in_blocks > 0, a.blocks > 0);
   printf("[read-ahead] %s: %lld rows read alone, %lld in blocks\n", mc.file.c_str(), static_cast<long long>(a.alone),
          static_cast<long long>(a.in_blocks));
 #if defined(__x86_64__)

@@ -74,6 +74,24 @@ void CostModel::SetReadBlock(int32_t rows) {
   read_block_ = rows;
 }
 
+int32_t CostModel::ReadAheadLength(std::span<const double> chain) const {
+  if (read_block_ < 2 || read_ahead_ms_ <= 0) return 0;
+  int32_t length = 0;
+  for (int32_t k = 0; k < static_cast<int32_t>(chain.size()); ++k) {
+    const int32_t at = k + 1, first = at / read_block_ * read_block_;  // positions, the root's 0
+    if (at != first && !ReadAheadPays(chain[k], first == 0 ? 1.0 : chain[first - 1])) break;
+    length = k + 1;
+  }
+  if (length % read_block_ == 0 && length > 0) --length;  // a product's first row, nothing after it
+  return length;
+}
+
+double CostModel::ChainReadMs(std::span<const double> chain, int32_t k, int32_t ahead) const {
+  const int32_t at = k + 1, first = at / read_block_ * read_block_;
+  if (k < ahead && at != first) return (first == 0 ? 1.0 : chain[first - 1]) * read_ahead_ms_;
+  return chain[k] * read_row_ms_;
+}
+
 void CostModel::Move(const std::vector<double>& base, const ContextCost& c, int32_t tokens, std::vector<double>* out) {
   const double extra = static_cast<double>(std::max(0, tokens)) - c.prefix;
   for (size_t n = 1; n < base.size(); ++n) {
@@ -113,9 +131,10 @@ int32_t CostModel::BestSize(std::span<const double> a, double fixed_ms, int32_t 
   int32_t best = 1;
   double best_rate = gain / (fixed_ms + VerifyMs(load.rows + 1));
   double read_ms = 0;
+  const int32_t ahead = ReadAheadLength(a.first(std::max(0, limit - 1)));
   for (int32_t n = 2; n <= limit; ++n) {
     gain += a[n - 2];
-    read_ms += ExpectedReadMs(a[n - 2], n - 2);
+    read_ms += ChainReadMs(a, n - 2, ahead);
     const double rate = gain / (fixed_ms + VerifyMs(load.rows + n) + read_ms);
     if (rate > best_rate) {
       best_rate = rate;
@@ -123,6 +142,23 @@ int32_t CostModel::BestSize(std::span<const double> a, double fixed_ms, int32_t 
     }
   }
   return best;
+}
+
+std::vector<int32_t> ReadAheadNodes(std::span<const int32_t> parent, std::span<const double> a, const CostModel& cost) {
+  const int32_t n = static_cast<int32_t>(parent.size());
+  std::vector<int32_t> best(n, -1);  // each node's likeliest child
+  for (int32_t i = 1; i < n; ++i) {
+    int32_t& b = best[parent[i]];
+    if (b < 0 || a[i] > a[b]) b = i;
+  }
+  std::vector<int32_t> out{0};
+  std::vector<double> chain;
+  for (int32_t i = n > 0 ? best[0] : -1; i >= 0; i = best[i]) {
+    out.push_back(i);
+    chain.push_back(a[i]);
+  }
+  out.resize(1 + cost.ReadAheadLength(chain));
+  return out;
 }
 
 int32_t CostModel::CheapestSizeFrom(int32_t n, int32_t max_n, int32_t other_rows) const {
@@ -210,11 +246,13 @@ std::vector<bool> ChooseDrafts(const CostModel& cost, const BatchLoad& load, std
 
 DraftGate::Plan DraftGate::BestPlan(const CostModel& cost, double alpha, int32_t max_depth, int32_t level_rows) {
   Plan best;
-  double tokens = 1, p = 1, read_ms = 0;
+  std::vector<double> chain(std::max(0, max_depth));
+  for (int32_t d = 0; d < max_depth; ++d) chain[d] = d == 0 ? alpha : chain[d - 1] * alpha;
+  const int32_t ahead = cost.ReadAheadLength(chain);
+  double tokens = 1, read_ms = 0;
   for (int32_t d = 1; d <= max_depth; ++d) {
-    p *= alpha;
-    tokens += p;
-    read_ms += cost.ExpectedReadMs(p, d - 1);
+    tokens += chain[d - 1];
+    read_ms += cost.ChainReadMs(chain, d - 1, ahead);
     const double ms = cost.DraftMs(1) + (d - 1) * cost.DraftMs(level_rows) + cost.VerifyMs(d + 1) + read_ms;
     if (tokens / ms > best.rate) best = {d, tokens, tokens / ms};
   }

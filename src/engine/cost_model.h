@@ -84,18 +84,28 @@ class CostModel {
   double ReadsMs(int64_t alone, int64_t ahead) const {
     return static_cast<double>(alone) * read_row_ms_ + static_cast<double>(ahead) * read_ahead_ms_;
   }
-  // Whether a row that will be read with probability `a` is worth reading ahead: its
-  // expected read alone costs more than reading it ahead for certain. O(1).
-  bool ReadAheadPays(double a) const { return read_ahead_ms_ > 0 && a * read_row_ms_ > read_ahead_ms_; }
+  // Whether a row that will be read with probability `a` is worth reading ahead in a
+  // product computed with probability `product` (the root's: 1): its expected read
+  // alone costs more than reading it ahead whenever the product is computed. O(1).
+  bool ReadAheadPays(double a, double product = 1.0) const {
+    return read_ahead_ms_ > 0 && a * read_row_ms_ > product * read_ahead_ms_;
+  }
   // Rows one product may hold, the root's included (Context::kMaxReadBlock; default 1:
   // none is read ahead). Set by whoever knows the backend.
   void SetReadBlock(int32_t rows);
-  // Whether the k-th node read after the root (k = 0, 1, ...), read with probability
-  // `a`, is read ahead: it fits in the root's product and ReadAheadPays. O(1).
-  bool ReadsAhead(double a, int32_t k) const { return k + 1 < read_block_ && ReadAheadPays(a); }
-  // Expected ms of reading that node: read_ahead_ms for certain when ReadsAhead, else
-  // a x read_row_ms. Tree sizing and the draft gate price a tree by it. O(1).
-  double ExpectedReadMs(double a, int32_t k) const { return ReadsAhead(a, k) ? read_ahead_ms_ : a * read_row_ms_; }
+  // A chain of nodes after the root, read with probabilities `chain` (descending, e.g.
+  // a path's PathAcceptance) is read ahead in successive products of read_block rows,
+  // the root's first (Context::HintReads): the first row of a later product is read
+  // when the path reaches it, and the product then computes the rest. Returns how many
+  // of its nodes a verification hints: each while ReadAheadPays(its probability, that of
+  // its product's first row; the root's 1), a product's first row only when one
+  // follows it. 0 when none is read ahead. O(|chain|).
+  int32_t ReadAheadLength(std::span<const double> chain) const;
+  // Expected ms of reading the k-th node (k = 0, 1, ...) of such a chain, of which the
+  // first `ahead` are hinted (ReadAheadLength): a hinted node that is not its product's
+  // first costs read_ahead_ms whenever its product is computed; any other, chain[k] x
+  // read_row_ms. Tree sizing and the draft gate price a tree by it. O(1).
+  double ChainReadMs(std::span<const double> chain, int32_t k, int32_t ahead) const;
 
   // Expected ms of a target pass over n >= 1 rows: the measured value, or past the
   // last measured size the last value plus the mean slope of the last 4 sizes. O(1).
@@ -116,7 +126,7 @@ class CostModel {
   // order (a parents-closed order, e.g. by PathAcceptance). Returns the tree size
   // n in [1, 1 + a.size()] (root included, at most max_n) maximising
   //   (load.tokens + 1 + sum of the first n - 1 values of a) /
-  //   (fixed_ms + VerifyMs(load.rows + n) + the sum of their ExpectedReadMs),
+  //   (fixed_ms + VerifyMs(load.rows + n) + the sum of their ChainReadMs, as a chain),
   // i.e. expected tokens per ms of this step's pass (fixed_ms = its other costs;
   // `load` = what other requests put into the same pass). Because every size is
   // measured, a larger n that costs no more than a smaller one (a full row block)
@@ -138,6 +148,12 @@ class CostModel {
   int32_t read_block_ = 1;
   ContextCost verify_context_, draft_context_;
 };
+
+// The nodes a verification reads ahead with its root's row (Context::HintReads), in
+// order: the root, then down the likeliest child (by `a`, e.g. PathAcceptance) as many
+// as CostModel::ReadAheadLength of that chain. Just the root when none is.
+// `parent[i] < i`, the root's -1. O(n).
+std::vector<int32_t> ReadAheadNodes(std::span<const int32_t> parent, std::span<const double> a, const CostModel& cost);
 
 // How far one request may fall behind plain decoding (issue 9: never slower). Each
 // step's tree is a bet: if only its root's token is accepted, its extra rows are time
@@ -316,8 +332,8 @@ class DraftGate {
   // Expected tokens per ms of a draft step whose levels are each accepted with
   // probability `alpha`, at its best depth d <= max_depth, with t = 1 + alpha + ... + alpha^d:
   //   t / (DraftMs(1) + (d - 1) DraftMs(level_rows) + VerifyMs(d + 1) + reads)
-  // (a lazy pass reads the row of every accepted node: reads = the sum over levels i
-  // of ExpectedReadMs(alpha^i, i - 1)).
+  // (a lazy pass reads the row of every accepted node: reads = the sum of ChainReadMs
+  // over the chain alpha, alpha^2, ..., alpha^d).
   // O(max_depth).
   static double DraftRate(const CostModel& cost, double alpha, int32_t max_depth, int32_t level_rows);
   // DraftRate's best depth, the tokens it expects there (1 + alpha + ... + alpha^d)

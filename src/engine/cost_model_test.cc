@@ -146,28 +146,27 @@ TEST(CostModelTest, RowsReadAheadArePricedApart) {
   EXPECT_THROW(m.SetReadRowMs(20, -1), Error);
 }
 
-// Tree sizing and the draft gate price a node read ahead at read_ahead_ms, for certain,
-// and only as many as fit in the root's product (SetReadBlock).
+// Tree sizing and the draft gate price a node read ahead at read_ahead_ms, and only
+// as many as fit in the root's product (SetReadBlock) or in later ones.
 TEST(CostModelTest, TreeSizingPricesTheRowsReadAhead) {
   CostModel m({0, 100, 150, 200, 250}, {});
   m.SetReadRowMs(50, 5);
-  EXPECT_FALSE(m.ReadsAhead(0.9, 0));  // block of 1: the root's row alone
-  EXPECT_EQ(m.ExpectedReadMs(0.6, 0), 30.0);
-  // Read alone: 1.6 tokens / (150 + 0.6 x 50) ms < 1 / 100 ms.
   const std::vector<double> a{0.6, 0.6};
+  EXPECT_EQ(m.ReadAheadLength(a), 0);  // a product of 1 row: the root's alone
+  EXPECT_EQ(m.ChainReadMs(a, 0, 0), 30.0);
+  // Read alone: 1.6 tokens / (150 + 0.6 x 50) ms < 1 / 100 ms.
   EXPECT_EQ(m.BestSize(a, 0.0, 3), 1);
   EXPECT_THROW(m.SetReadBlock(0), Error);
-  m.SetReadBlock(2);  // the root and one more
-  EXPECT_TRUE(m.ReadsAhead(0.6, 0));
-  EXPECT_FALSE(m.ReadsAhead(0.6, 1));
-  EXPECT_FALSE(m.ReadsAhead(0.05, 0));  // 0.05 x 50 < 5: not worth it
-  EXPECT_EQ(m.ExpectedReadMs(0.6, 0), 5.0);
-  EXPECT_EQ(m.ExpectedReadMs(0.6, 1), 30.0);
-  EXPECT_EQ(m.ExpectedReadMs(0.05, 0), 2.5);
-  // Read ahead: 1.6 / (150 + 5) > 1 / 100; the third row is read alone again:
+  m.SetReadBlock(2);  // the root and one more; the second node would start a product alone
+  EXPECT_EQ(m.ReadAheadLength(a), 1);
+  EXPECT_EQ(m.ChainReadMs(a, 0, 1), 5.0);
+  EXPECT_EQ(m.ChainReadMs(a, 1, 1), 30.0);
+  EXPECT_EQ(m.ReadAheadLength(std::vector<double>{0.05, 0.04}), 0);  // 0.05 x 50 < 5: not worth it
+  // Read ahead: 1.6 / (150 + 5) > 1 / 100; the third row is read alone:
   // 2.2 / (200 + 35) < 1.6 / 155.
   EXPECT_EQ(m.BestSize(a, 0.0, 3), 2);
   m.SetReadBlock(3);  // 2.2 / (200 + 10) > 1.6 / 155
+  EXPECT_EQ(m.ReadAheadLength(a), 2);
   EXPECT_EQ(m.BestSize(a, 0.0, 3), 3);
   // The draft gate's plan likewise: at alpha 0.6 one level pays only when read ahead.
   CostModel d({0, 100, 150, 200, 250}, {0, 1, 1});
@@ -176,6 +175,47 @@ TEST(CostModelTest, TreeSizingPricesTheRowsReadAhead) {
   EXPECT_NEAR(DraftGate::BestPlan(d, 0.6, 1, 1).rate, 1.6 / (1 + 150 + 30), 1e-12);
   d.SetReadBlock(7);
   EXPECT_NEAR(DraftGate::BestPlan(d, 0.6, 1, 1).rate, 1.6 / (1 + 150 + 5), 1e-12);
+}
+
+// A chain longer than one product is read ahead in successive products: a later
+// product's first row is read alone when the path reaches it, and then computes the
+// rest, so those are priced at read_ahead_ms times the chance it is reached.
+TEST(CostModelTest, LongChainsAreReadAheadInSuccessiveProducts) {
+  CostModel m({0, 100}, {});
+  m.SetReadRowMs(20, 8);
+  m.SetReadBlock(3);  // positions 1-2 with the root; 3 starts a product with 4-5; 6 one with 7
+  const std::vector<double> c{0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3};
+  // 0.6 x 20 > 0.7 x 8 and 0.3 x 20 > 0.4 x 8, though 0.3 x 20 < 8.
+  EXPECT_EQ(m.ReadAheadLength(c), 7);
+  const double want[] = {8, 8, 0.7 * 20, 0.7 * 8, 0.7 * 8, 0.4 * 20, 0.4 * 8};
+  for (int32_t k = 0; k < 7; ++k) EXPECT_DOUBLE_EQ(m.ChainReadMs(c, k, 7), want[k]) << k;
+  // A chain that ends with a product's first row hints it not (it would be read alone).
+  EXPECT_EQ(m.ReadAheadLength(std::span(c).first(3)), 2);
+  EXPECT_EQ(m.ReadAheadLength(std::span(c).first(6)), 5);
+  EXPECT_DOUBLE_EQ(m.ChainReadMs(c, 5, 5), 0.4 * 20);
+  // The first node not worth reading ahead ends the hint, later ones included.
+  const std::vector<double> d{0.9, 0.3, 0.29, 0.28, 0.27};
+  EXPECT_EQ(m.ReadAheadLength(d), 1);  // 0.3 x 20 < 8
+  EXPECT_DOUBLE_EQ(m.ChainReadMs(d, 1, 1), 0.3 * 20);
+  EXPECT_DOUBLE_EQ(m.ChainReadMs(d, 4, 1), 0.27 * 20);
+  m.SetReadRowMs(20, 0);
+  EXPECT_EQ(m.ReadAheadLength(c), 0);  // none read ahead
+}
+
+// The rows a verification hints: down the likeliest child from the root, as far as
+// ReadAheadLength of that chain.
+TEST(CostModelTest, ReadAheadNodesFollowTheLikeliestChild) {
+  CostModel m({0, 100}, {});
+  m.SetReadRowMs(20, 8);
+  const std::vector<int32_t> parent{-1, 0, 0, 1, 3, 4, 3};
+  const std::vector<double> a{1, 0.9, 0.05, 0.8, 0.7, 0.6, 0.1};
+  EXPECT_EQ(ReadAheadNodes(parent, a, m), (std::vector<int32_t>{0}));  // a product of 1 row
+  m.SetReadBlock(3);
+  EXPECT_EQ(ReadAheadNodes(parent, a, m), (std::vector<int32_t>{0, 1, 3, 4, 5}));
+  m.SetReadBlock(7);
+  EXPECT_EQ(ReadAheadNodes(parent, a, m), (std::vector<int32_t>{0, 1, 3, 4, 5}));
+  const std::vector<int32_t> root{-1};
+  EXPECT_EQ(ReadAheadNodes(root, std::vector<double>{1}, m), (std::vector<int32_t>{0}));
 }
 
 TEST(CostModelTest, CheapestSizeFromPadsToAFullRowBlock) {

@@ -265,23 +265,6 @@ bool Emit(RequestState& rs, const std::vector<Token>& emitted, const Model& targ
   return more;
 }
 
-// The nodes a verification of `tree` reads ahead with its root's row
-// (Context::HintReads): the root, then down the likeliest child (by `a`,
-// PathAcceptance) while each is read ahead (CostModel::ReadsAhead: worth it, and within
-// the block the engine set, Context::kMaxReadBlock). Just the root when none is. O(n).
-std::vector<int32_t> ReadAheadNodes(const TokenTree& tree, const std::vector<double>& a, const CostModel& cost) {
-  std::vector<int32_t> best(tree.size(), -1);  // each node's likeliest child
-  for (int32_t i = 1; i < tree.size(); ++i) {
-    int32_t& b = best[tree.parent[i]];
-    if (b < 0 || a[i] > a[b]) b = i;
-  }
-  std::vector<int32_t> out{0};
-  for (int32_t n = best[0]; n >= 0 && cost.ReadsAhead(a[n], static_cast<int32_t>(out.size()) - 1); n = best[n]) {
-    out.push_back(n);
-  }
-  return out;
-}
-
 }  // namespace
 
 bool Engine::State::FinishStep(int32_t row0, double pass_ms) {
@@ -293,7 +276,7 @@ bool Engine::State::FinishStep(int32_t row0, double pass_ms) {
   const Context::LazyReads reads_before = tctx->lazy_reads();
   if (cost && tctx->lazy_pass()) {
     // Always set: it replaces what another lane of the same pass hinted.
-    std::vector<int32_t> rows = ReadAheadNodes(tree, PathAcceptance(tree, calibration), *cost);
+    std::vector<int32_t> rows = ReadAheadNodes(tree.parent, PathAcceptance(tree, calibration), *cost);
     for (int32_t& r : rows) r += row0;
     tctx->HintReads(rows);
   }
@@ -309,12 +292,14 @@ bool Engine::State::FinishStep(int32_t row0, double pass_ms) {
     }
   }
   {
-    // The rows after the root this pass computed (the root's is priced with the pass).
+    // The rows after the root this pass computed (the root's is priced with the pass):
+    // a block costs its first row read alone and the rest read ahead, and the root is
+    // read alone or first in its block (ReadAheadNodes).
     const Context::LazyReads now = tctx->lazy_reads();
-    const int64_t alone = now.alone - reads_before.alone, in_blocks = now.in_blocks - reads_before.in_blocks;
-    const bool root_in_block = in_blocks > 0;  // a block starts at the root (ReadAheadNodes)
-    f.rs.step_rows_read = std::max<int64_t>(0, alone - (root_in_block ? 0 : 1));
-    f.rs.step_rows_read_ahead = std::max<int64_t>(0, in_blocks - 1);
+    const int64_t alone = now.alone - reads_before.alone, in_blocks = now.in_blocks - reads_before.in_blocks,
+                  blocks = now.blocks - reads_before.blocks;
+    f.rs.step_rows_read = std::max<int64_t>(0, alone + blocks - 1);
+    f.rs.step_rows_read_ahead = in_blocks - blocks;
     st.rows_read += f.rs.step_rows_read;
     st.rows_read_ahead += f.rs.step_rows_read_ahead;
   }
