@@ -23,7 +23,7 @@
 // prefix, the price not. A lazy pass reads its likeliest rows ahead with the root's
 // (Context::HintReads) as the engine does, when the profile times rows read ahead;
 // --read-block N caps that block (1: every row read alone), and --size-reads-alone
-// sizes the trees as if every row were read alone (the engine before 3706f64).
+// sizes the trees as if every row were read alone (as the engine did before 3706f64).
 #include <algorithm>
 #include <cstdio>
 #include <fstream>

@@ -168,11 +168,12 @@ class Context {
   // After a lazy pass: the batch rows the caller expects to read, in the order it will
   // read them (a verification's likeliest path, root first). The first read of a
   // hinted row computes it in one product with the later hinted rows not yet read, at
-  // most kMaxReadBlock rows (a longer hint is read in successive blocks): on CPUs a product over k rows costs much less than k
-  // products over one (docs/design.md section 3), and gives each row the same bits
-  // (the context checks each block size once, and keeps to the sizes that do). A
-  // hinted row that is then not read was computed for nothing. Rows not hinted are
-  // computed alone. Does nothing after a pass that computed every row. Until the next decode.
+  // most kMaxReadBlock rows (a longer hint is read in successive products): on CPUs a
+  // product over k rows costs much less than k products over one (docs/design.md
+  // section 3), and gives each row the same bits (the context checks each block size
+  // once, and keeps to the sizes that do). A hinted row that is then not read was
+  // computed for nothing. Rows not hinted are computed alone. Does nothing after a pass
+  // that computed every row. Until the next decode.
   void HintReads(std::span<const int32_t> batch_rows);
   static constexpr int32_t kMaxReadBlock = 7;
   // Rows of lazy passes computed alone and in blocks, and the blocks (products over
