@@ -351,10 +351,11 @@ int Run(int argc, char** argv) {
   }
   json pj = ReadJson(profile);
   // The profile's curves, and its long-prefix curve when it has one (draft passes are not replayed).
-  graft::CostModel costs = graft::CostModel::Of(graft::CostProfileFromJson(pj));
+  const graft::CostProfile cost_profile = graft::CostProfileFromJson(pj);
+  graft::CostModel costs = graft::CostModel::Of(cost_profile);
   if (read_block < 1) throw std::runtime_error("--read-block must be at least 1");
   // As the engine (EngineState::Costs): rows read ahead when the profile timed them.
-  if (costs.ReadAheadPays(1.0)) costs.SetReadBlock(std::min(read_block, graft::Context::kMaxReadBlock));
+  if (cost_profile.read_ahead_ms > 0) costs.SetReadBlock(std::min(read_block, graft::Context::kMaxReadBlock));
   graft::CostModel sizing = costs;
   if (size_reads_alone) sizing.SetReadBlock(1);
   Replayer r{costs, costs, sizing, context, budget, fixed,

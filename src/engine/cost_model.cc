@@ -74,12 +74,18 @@ void CostModel::SetReadBlock(int32_t rows) {
   read_block_ = rows;
 }
 
+double CostModel::ProductChance(std::span<const double> chain, int32_t k) const {
+  const int32_t first = (k + 1) / read_block_ * read_block_;  // its product's first position, the root's 0
+  if (first == k + 1) return -1.0;
+  return first == 0 ? 1.0 : chain[first - 1];
+}
+
 int32_t CostModel::ReadAheadLength(std::span<const double> chain) const {
   if (read_block_ < 2 || read_ahead_ms_ <= 0) return 0;
   int32_t length = 0;
   for (int32_t k = 0; k < static_cast<int32_t>(chain.size()); ++k) {
-    const int32_t at = k + 1, first = at / read_block_ * read_block_;  // positions, the root's 0
-    if (at != first && !ReadAheadPays(chain[k], first == 0 ? 1.0 : chain[first - 1])) break;
+    const double product = ProductChance(chain, k);
+    if (product >= 0 && !ReadAheadPays(chain[k], product)) break;
     length = k + 1;
   }
   if (length % read_block_ == 0 && length > 0) --length;  // a product's first row, nothing after it
@@ -87,8 +93,8 @@ int32_t CostModel::ReadAheadLength(std::span<const double> chain) const {
 }
 
 double CostModel::ChainReadMs(std::span<const double> chain, int32_t k, int32_t ahead) const {
-  const int32_t at = k + 1, first = at / read_block_ * read_block_;
-  if (k < ahead && at != first) return (first == 0 ? 1.0 : chain[first - 1]) * read_ahead_ms_;
+  const double product = ProductChance(chain, k);
+  if (k < ahead && product >= 0) return product * read_ahead_ms_;
   return chain[k] * read_row_ms_;
 }
 

@@ -140,6 +140,9 @@ class CostModel {
 
  private:
   static double At(const std::vector<double>& ms, int32_t n);
+  // The chance that the product holding the k-th node of a chain (ReadAheadLength) is
+  // computed: that of its first row, the root's 1; -1 when the node is its first row.
+  double ProductChance(std::span<const double> chain, int32_t k) const;
   static void Move(const std::vector<double>& base, const ContextCost& c, int32_t tokens, std::vector<double>* out);
   std::vector<double> verify_ms_;  // [sizes + 1], [0] unused: at the context SetContext chose
   std::vector<double> draft_ms_;   // [sizes + 1] or empty
