@@ -184,7 +184,8 @@ int32_t LossBudget::MaxRows(const CostModel& cost, int32_t max_n, int32_t other_
           std::clamp(static_cast<double>(tokens_ - o_.prefill_after) / std::max<int64_t>(1, o_.prefill_over), 0.0, 1.0);
   const double limit = 1.0 - first_accept <= o_.sure_miss ? room + o_.sure_cap * cost.VerifyMs(1) : room;
   int32_t n = 1;  // every size up to it fits: BestSize may pick any of them
-  while (n < max_n && cost.VerifyMs(other_rows + n + 1) - one <= limit) ++n;
+  // A bet that fails also wasted the rows read ahead with its root's (a lazy pass).
+  while (n < max_n && cost.VerifyMs(other_rows + n + 1) - one + cost.WastedReadAheadMs(n + 1) <= limit) ++n;
   return n;
 }
 

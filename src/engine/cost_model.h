@@ -93,6 +93,13 @@ class CostModel {
   // Rows one product may hold, the root's included (Context::kMaxReadBlock; default 1:
   // none is read ahead). Set by whoever knows the backend.
   void SetReadBlock(int32_t rows);
+  // The most a pass over n rows can spend reading rows ahead that it never uses: when
+  // only its root's token is emitted, every row hinted with the root's (at most
+  // min(n, read_block) - 1) was read for nothing; a later product is computed only when
+  // the path reaches it. LossBudget's worst case. O(1).
+  double WastedReadAheadMs(int32_t n) const {
+    return read_ahead_ms_ > 0 ? std::max(0, std::min(n, read_block_) - 1) * read_ahead_ms_ : 0.0;
+  }
   // A chain of nodes after the root, read with probabilities `chain` (descending, e.g.
   // a path's PathAcceptance) is read ahead in successive products of read_block rows,
   // the root's first (Context::HintReads): the first row of a later product is read
@@ -217,7 +224,9 @@ class LossBudget {
   // The largest n in [1, max_n] such that a pass over any m <= n rows, with
   // `other_rows` more rows in it (BatchLoad), keeps the request within its budget even
   // if it emits one token: excess + VerifyMs(other_rows + m) - VerifyMs(other_rows + 1)
-  // <= room. 1 when even 2 rows do not fit. O(max_n).
+  // + WastedReadAheadMs(m) <= room (a lazy pass that reads rows ahead with its root's
+  // wastes them when only the root's token is emitted). 1 when even 2 rows do not fit.
+  // O(max_n).
   // `first_accept`: SureFirstAcceptance of the tree (a sure bet when
   // 1 - first_accept <= sure_miss): the room grows by sure_cap 1-row passes.
   int32_t MaxRows(const CostModel& cost, int32_t max_n, int32_t other_rows, double first_accept = 0) const;

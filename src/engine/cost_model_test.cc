@@ -379,6 +379,43 @@ TEST(LossBudgetTest, ARequestNeverFallsFurtherBehindPlainDecodingThanItsBudget) 
   }
 }
 
+// The same promise where a lazy pass reads rows ahead with its root's (the engine hints
+// up to Context::kMaxReadBlock - 1 of them): a bet that fails wasted those reads too, so
+// they count in its worst case. The adversary hints as many rows as the tree allows.
+TEST(LossBudgetTest, RowsReadAheadOfAFailedBetCountInTheBound) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<double> ms = {0};
+    for (int n = 1; n <= 16; ++n) ms.push_back(ms.back() + std::uniform_real_distribution<double>(1, 40)(rng));
+    CostModel m(ms, {});
+    const double ahead = std::uniform_real_distribution<double>(0.5, 10)(rng);
+    m.SetReadRowMs(2 * ahead, ahead);
+    m.SetReadBlock(7);
+    const LossBudgetOptions o{.allowance = trial % 3 * 0.02, .grant = 0.3 + trial % 4 * 1.0};
+    LossBudget b;
+    b.Begin(o);
+    double spent = 0, plain = 0;
+    for (int step = 0; step < 100; ++step) {
+      const int32_t n = b.MaxRows(m, 16, 0);
+      const double step_ms = m.VerifyMs(n) + m.ReadsMs(0, std::min(n, 7) - 1);
+      b.Observe(step_ms, m.VerifyMs(1), 1);
+      spent += step_ms;
+      plain += m.VerifyMs(1);
+      ASSERT_LE(spent, (1 + o.allowance) * plain + o.grant * m.VerifyMs(1) + 1e-9) << trial << " " << step;
+    }
+  }
+  CostModel m({0, 30, 45, 60, 75}, {});
+  m.SetReadRowMs(10, 5);
+  LossBudget b;
+  b.Begin({.allowance = 0.0, .grant = 1.0});   // 30 ms of room
+  EXPECT_EQ(b.MaxRows(m, 4, 0), 3);            // read alone: 2 more rows cost 30 ms
+  m.SetReadBlock(7);
+  EXPECT_DOUBLE_EQ(m.WastedReadAheadMs(1), 0.0);
+  EXPECT_DOUBLE_EQ(m.WastedReadAheadMs(3), 10.0);
+  EXPECT_DOUBLE_EQ(m.WastedReadAheadMs(12), 30.0);  // only the root's product
+  EXPECT_EQ(b.MaxRows(m, 4, 0), 2);            // read ahead: 15 + 5 fit, 30 + 10 do not
+}
+
 // The prefill's share (LossBudgetOptions::prefill_share): no room for the first
 // `prefill_after` tokens, then earned evenly over the next `prefill_over`.
 TEST(LossBudgetTest, APromptsPrefillAddsRoomOnlyAfterTheFirstTokens) {
