@@ -1,0 +1,57 @@
+#!/bin/sh
+# tie_margins on the tiny target: ar's own output, saved by `graft bench`, and a copy of
+# its row under another config name that parts from it at token 5 (the tiny model's
+# second-best token there). The tool must replay ar's tokens, find that one divergence,
+# read its margin from ar's logits, and exit 0 or 1 by --tie. A run without saved
+# outputs is refused with exit 2.
+# Usage: tie_margins_test.sh TIE_MARGINS_BINARY GRAFT_BINARY SCRATCH_DIR
+set -u
+bin=$1 graft=$2 dir=$3
+M=${GRAFT_MODEL_DIR:-$HOME/.cache/graft/models}
+rm -rf "$dir" && mkdir -p "$dir"
+export GRAFT_PROFILE_DIR="$dir/cache"
+fail() { echo "FAIL: $*"; exit 1; }
+
+printf '{"category":"qa","turns":["hello there, how are you"]}\n' > "$dir/one.jsonl"
+"$graft" bench -m "$M/tiny-target.gguf" --no-draft --dataset "$dir/one.jsonl" --methods ar -n 12 --no-warmup \
+  --save-outputs -o "$dir/run" > "$dir/bench.txt" 2>&1 || { cat "$dir/bench.txt"; fail "graft bench"; }
+
+# The copy: ar's row renamed, its output cut at token 5 and given the token that the
+# replay reports second (found by a first run on a row that takes ar's token + 1).
+python3 - "$dir/run/results.json" "$dir/diverged.json" <<'EOF' || fail "python"
+import json, sys
+d = json.load(open(sys.argv[1]))
+ar = [r for r in d["rows"] if r["config"] == "ar"][0]
+other = json.loads(json.dumps(ar))
+other["config"] = "fake@16"
+out = other["output_tokens"][0]
+assert len(out) > 6, out
+out[5] = (out[5] + 1) % 1000
+del out[6:]
+d["rows"].append(other)
+json.dump(d, open(sys.argv[2], "w"))
+EOF
+
+"$bin" --tie 1e9 "$dir/diverged.json" > "$dir/out.txt" 2>&1 || { cat "$dir/out.txt"; fail "a margin under 1e9 logits is not a near-tie"; }
+grep -q "divergences 1, at a near-tie (margin < 1e+09 logits) 1" "$dir/out.txt" || { cat "$dir/out.txt"; fail "summary"; }
+grep -q "fake@16 .* 0     5 " "$dir/out.txt" || { cat "$dir/out.txt"; fail "the divergence is at turn 0, token 5"; }
+grep -q "not reproduced" "$dir/out.txt" && { cat "$dir/out.txt"; fail "the replay did not reproduce ar's own tokens"; }
+# ar's token is the argmax of the replayed logits: its margin over another token is >= 0,
+# and > 0 here unless the two tie exactly.
+margin=$(awk '$2 == "fake@16" {print $(NF-2)}' "$dir/out.txt")
+awk -v m="$margin" 'BEGIN {exit !(m > 0)}' || { cat "$dir/out.txt"; fail "margin $margin is not positive"; }
+"$bin" --tie 1e-9 "$dir/diverged.json" > "$dir/out2.txt" 2>&1
+[ $? -eq 1 ] || { cat "$dir/out2.txt"; fail "a divergence at a margin of $margin logits passed --tie 1e-9"; }
+
+# No divergence: ar alone.
+"$bin" "$dir/run/results.json" > "$dir/out3.txt" 2>&1 || { cat "$dir/out3.txt"; fail "no divergence must exit 0"; }
+grep -q "divergences 0" "$dir/out3.txt" || { cat "$dir/out3.txt"; fail "counted a divergence in ar alone"; }
+
+printf '{"rows":[{"config":"ar","category":"qa","prompt_id":"1","prompt_tokens":5,"turns":1}]}' > "$dir/nosave.json"
+"$bin" "$dir/nosave.json" 2> "$dir/err.txt"
+[ $? -eq 2 ] || fail "a run without saved outputs must exit 2"
+grep -q "nosave.json: no saved outputs of ar" "$dir/err.txt" || { cat "$dir/err.txt"; fail "unexpected error"; }
+"$bin" "$dir/absent.json" 2> "$dir/err.txt"
+[ $? -eq 2 ] || fail "a missing file must exit 2"
+grep -q "cannot read" "$dir/err.txt" || { cat "$dir/err.txt"; fail "unexpected error for a missing file"; }
+echo "ok"
