@@ -10,15 +10,15 @@
 // prefilled in chunks as the engine does, then ar's output one 1-row pass per token, up
 // to the first token that differs. There it reads the logits, as ar's own pass computed
 // them, of ar's token and of the other method's, and counts the divergence as a
-// near-tie when ar's token leads by less than --tie logits. It also evaluates the same
-// position as the root of a 16-row pass (a chain of ar's next tokens), as a
-// verification would, and prints the lead there: how far the batch shape alone moves
-// it. On the 32 code edits on a 2-core AMD EPYC (2026-12-06) that moved the lead by
-// 0.05-0.10 logits, and turned it over in 4 of the 6 divergences, so the default
-// --tie is 0.2. A replay that does not reproduce ar's tokens up to there (a run
+// near-tie, as the engine's losslessness tests do, when that lead is below twice the
+// largest difference, over the vocabulary, between those logits and the same
+// position's as the root of a 16-row pass (a chain of ar's next tokens, as a
+// verification computes it): only then can the batch shape alone turn the two over.
+// --tie X judges by a fixed margin of X logits instead. The lead in the 16-row pass is
+// printed too. A replay that does not reproduce ar's tokens up to there (a run
 // recorded on another machine or build) is flagged, and its margins still printed.
 //
-//   tie_margins [-m TARGET.gguf] [--tie X] [-t THREADS] results.json...
+//   tie_margins [-m TARGET.gguf] [--tie LOGITS] [-t THREADS] results.json...
 //
 // Exit status: 0 when every divergence is at a near-tie, 1 when one is not, 2 on bad
 // input (a message names the file).
@@ -73,6 +73,7 @@ bool SavedTurns(const json& row, Turns* prompts, Turns* outputs) {
 struct Margin {
   float ar_logit = 0, other_logit = 0;
   float batched = 0;         // ar's token's lead in a pass over 16 rows: the root, then ar's next tokens
+  float diff = 0;            // the largest |logit difference| between the two passes, over the vocabulary
   int32_t rank = 0;          // of the other method's token in ar's logits (0 = first)
   bool reproduced = true;    // the replay's argmax was ar's token at every position
 };
@@ -105,6 +106,7 @@ Margin MarginAt(graft::Context& ctx, const std::vector<Token>& prompt, const std
       m.other_logit = logits[other];
       for (int32_t v = 0; v < n_vocab; ++v) m.rank += logits[v] > m.other_logit;
       m.reproduced = m.reproduced && graft::Argmax(logits, n_vocab) == out[k];
+      const std::vector<float> alone(logits, logits + n_vocab);
       // The same position as the root of a 16-row pass (a chain of ar's next tokens), as
       // a verification computes it: how far the batch shape alone moves the lead.
       for (size_t j = k; j < out.size() && tree.size() < 16; ++j) tree.Add(tree.size() - 1, out[j], 1.0f, graft::Source::kOracle);
@@ -115,6 +117,7 @@ Margin MarginAt(graft::Context& ctx, const std::vector<Token>& prompt, const std
         ctx.EvalTree(tree);
         const float* batched = ctx.Logits(0);
         m.batched = batched[out[k]] - batched[other];
+        for (int32_t v = 0; v < n_vocab; ++v) m.diff = std::max(m.diff, std::fabs(batched[v] - alone[v]));
       }
       return m;
     }
@@ -128,7 +131,7 @@ Margin MarginAt(graft::Context& ctx, const std::vector<Token>& prompt, const std
 
 int main(int argc, char** argv) {
   std::string model_path;
-  double tie = 0.2;
+  double tie = 0;  // 0: twice the measured batched difference
   int32_t threads = 2;
   std::vector<std::string> files;
   for (int a = 1; a < argc; ++a) {
@@ -139,7 +142,7 @@ int main(int argc, char** argv) {
     else if (!arg.empty() && arg[0] == '-') files.clear(), files.push_back(""), a = argc;  // usage
     else files.push_back(arg);
   }
-  if (files.empty() || files[0].empty() || !(tie > 0) || threads < 1) {
+  if (files.empty() || files[0].empty() || !(tie >= 0) || threads < 1) {
     std::fprintf(stderr, "usage: tie_margins [-m TARGET.gguf] [--tie LOGITS] [-t THREADS] results.json...\n");
     return 2;
   }
@@ -148,8 +151,8 @@ int main(int argc, char** argv) {
     std::unique_ptr<graft::Context> ctx;
     int64_t divergences = 0, ties = 0, unreproduced = 0, shifted = 0;
     double widest = 0;
-    std::printf("%-28s %-14s %4s %5s  %-16s %-16s %8s %5s %10s\n", "prompt", "config", "turn", "at", "ar's token",
-                "its token", "margin", "rank", "16 rows");
+    std::printf("%-28s %-14s %4s %5s  %-16s %-16s %8s %5s %8s %8s %s\n", "prompt", "config", "turn", "at",
+                "ar's token", "its token", "margin", "rank", "16 rows", "2 x diff", "near-tie");
     for (const std::string& file : files) {
       const json results = ReadJson(file);
       if (!results.contains("rows") || !results["rows"].is_array()) throw std::runtime_error(file + ": no rows");
@@ -201,20 +204,24 @@ int main(int argc, char** argv) {
           const Margin& m = found->second;
           const double margin = static_cast<double>(m.ar_logit) - m.other_logit;
           ++divergences;
-          ties += margin < tie;
+          const bool near = margin < (tie > 0 ? tie : 2.0 * m.diff);
+          ties += near;
           unreproduced += !m.reproduced;
           widest = std::max(widest, margin);
-          std::printf("%-28s %-14s %4zu %5zu  %-16.16s %-16.16s %8.4f %5d %10.4f%s\n", id.c_str(), config.c_str(), t,
-                      k, json(model->TokenToPiece(a[k])).dump().c_str(),
-                      json(model->TokenToPiece(o[k])).dump().c_str(), margin, m.rank, m.batched,
-                      m.reproduced ? "" : "  (the replay did not reproduce ar's tokens)");
+          std::printf("%-28s %-14s %4zu %5zu  %-16.16s %-16.16s %8.4f %5d %8.4f %8.4f %s%s\n", id.c_str(),
+                      config.c_str(), t, k, json(model->TokenToPiece(a[k])).dump().c_str(),
+                      json(model->TokenToPiece(o[k])).dump().c_str(), margin, m.rank, m.batched, 2.0 * m.diff,
+                      near ? "yes" : "NO", m.reproduced ? "" : "  (the replay did not reproduce ar's tokens)");
           shifted += m.batched < 0;
           break;  // the turns after it start from different text
         }
       }
     }
-    std::printf("divergences %lld, at a near-tie (margin < %.3g logits) %lld, widest margin %.4f", 
-                static_cast<long long>(divergences), tie, static_cast<long long>(ties), widest);
+    std::printf("divergences %lld, at a near-tie %lld (", static_cast<long long>(divergences),
+                static_cast<long long>(ties));
+    if (tie > 0) std::printf("margin < %.3g logits", tie);
+    else std::printf("margin < 2 x the 16-row pass's difference");
+    std::printf("), widest margin %.4f", widest);
     std::printf(", the other token ahead in a 16-row pass %lld", static_cast<long long>(shifted));
     if (unreproduced > 0) std::printf(", %lld not reproduced", static_cast<long long>(unreproduced));
     std::printf("\n");
