@@ -45,6 +45,7 @@
 #include "graft/shadow.h"
 #include "graft/tree.h"
 #include "graft/verify.h"
+#include "read_json.h"
 
 namespace {
 
@@ -266,15 +267,7 @@ void Replayer::KeepCorrectPath(int32_t max_depth, graft::TokenTree* tree) const 
 }
 
 
-json ReadJson(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    throw std::runtime_error(path + ": " + e.what());
-  }
-}
+using graft_bench::ReadJson;
 
 }  // namespace
 

@@ -39,21 +39,14 @@
 #include "graft/error.h"
 #include "graft/sampling.h"
 #include "graft/tree.h"
+#include "read_json.h"
 
 namespace {
 
 using graft::Token;
 using nlohmann::json;
 
-json ReadJson(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    throw std::runtime_error(path + ": " + e.what());
-  }
-}
+using graft_bench::ReadJson;
 
 using Turns = std::vector<std::vector<Token>>;
 
