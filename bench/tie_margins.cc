@@ -79,8 +79,9 @@ Margin MarginAt(graft::Context& ctx, const std::vector<Token>& prompt, const std
     throw std::runtime_error("prompt and output of " + std::to_string(prompt.size() + k) +
                              " tokens do not fit the context (-c)");
   }
-  for (const Token t : prompt) {
-    if (t < 0 || t >= n_vocab) throw std::runtime_error("a prompt token is not in the target's vocabulary");
+  const auto in_vocab = [n_vocab](Token t) { return t >= 0 && t < n_vocab; };
+  if (!std::all_of(prompt.begin(), prompt.end(), in_vocab) || !std::all_of(out.begin(), out.end(), in_vocab)) {
+    throw std::runtime_error("a saved token is not in the target's vocabulary");
   }
   ctx.Truncate(0);
   const graft::TokenSpan head = graft::TokenSpan(prompt).first(prompt.size() - 1);
@@ -100,18 +101,19 @@ Margin MarginAt(graft::Context& ctx, const std::vector<Token>& prompt, const std
       for (int32_t v = 0; v < n_vocab; ++v) m.rank += logits[v] > m.other_logit;
       m.reproduced = m.reproduced && graft::Argmax(logits, n_vocab) == out[k];
       const std::vector<float> alone(logits, logits + n_vocab);
-      // The same position as the root of a 16-row pass (a chain of ar's next tokens), as
-      // a verification computes it: how far the batch shape alone moves the lead.
-      for (size_t j = k; j < out.size() && tree.size() < 16; ++j) tree.Add(tree.size() - 1, out[j], 1.0f, graft::Source::kOracle);
-      while (tree.size() < 16) tree.Add(tree.size() - 1, out[k], 1.0f, graft::Source::kOracle);
-      if (static_cast<int64_t>(prompt.size() + k) + 16 <= ctx.n_ctx()) {
-        ctx.CommitPath({0});  // then dropped again: the 16-row pass takes the root's place
-        ctx.Truncate(ctx.n_past() - 1);
-        ctx.EvalTree(tree);
-        const float* batched = ctx.Logits(0);
-        m.batched = batched[out[k]] - batched[other];
-        for (int32_t v = 0; v < n_vocab; ++v) m.diff = std::max(m.diff, std::fabs(batched[v] - alone[v]));
+      // The same position as the root of a 16-row pass (a chain of ar's next tokens, as
+      // many as the context holds), as a verification computes it: how far the batch
+      // shape alone moves the lead.
+      const int32_t rows = static_cast<int32_t>(std::min<int64_t>(16, ctx.n_ctx() - ctx.n_past()));
+      for (size_t j = k; tree.size() < rows; j = j + 1 < out.size() ? j + 1 : k) {
+        tree.Add(tree.size() - 1, out[j], 1.0f, graft::Source::kOracle);
       }
+      ctx.CommitPath({0});  // then dropped again: the 16-row pass takes the root's place
+      ctx.Truncate(ctx.n_past() - 1);
+      ctx.EvalTree(tree);
+      const float* batched = ctx.Logits(0);
+      m.batched = batched[out[k]] - batched[other];
+      for (int32_t v = 0; v < n_vocab; ++v) m.diff = std::max(m.diff, std::fabs(batched[v] - alone[v]));
       return m;
     }
     m.reproduced = m.reproduced && graft::Argmax(logits, n_vocab) == out[i];

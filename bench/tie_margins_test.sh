@@ -53,6 +53,18 @@ grep -q "fake@16 .* NO$" "$dir/out4.txt" || { cat "$dir/out4.txt"; fail "the div
 "$bin" "$dir/run/results.json" > "$dir/out3.txt" 2>&1 || { cat "$dir/out3.txt"; fail "no divergence must exit 0"; }
 grep -q "divergences 0" "$dir/out3.txt" || { cat "$dir/out3.txt"; fail "counted a divergence in ar alone"; }
 
+# A saved token outside the vocabulary (in ar's output, before the divergence): a clear error.
+python3 - "$dir/diverged.json" "$dir/badtoken.json" <<'EOF2' || fail "python"
+import json, sys
+d = json.load(open(sys.argv[1]))
+[r for r in d["rows"] if r["config"] == "ar"][0]["output_tokens"][0][2] = 10**9
+[r for r in d["rows"] if r["config"] == "fake@16"][0]["output_tokens"][0][2] = 10**9
+json.dump(d, open(sys.argv[2], "w"))
+EOF2
+"$bin" "$dir/badtoken.json" > /dev/null 2> "$dir/err.txt"
+[ $? -eq 2 ] || { cat "$dir/err.txt"; fail "a token outside the vocabulary must exit 2"; }
+grep -q "not in the target's vocabulary" "$dir/err.txt" || { cat "$dir/err.txt"; fail "unexpected error for a bad token"; }
+
 printf '{"rows":[{"config":"ar","category":"qa","prompt_id":"1","prompt_tokens":5,"turns":1}]}' > "$dir/nosave.json"
 "$bin" "$dir/nosave.json" 2> "$dir/err.txt"
 [ $? -eq 2 ] || fail "a run without saved outputs must exit 2"
