@@ -335,9 +335,7 @@ int Run(int argc, char** argv) {
     bool saved = false;
     if (rj.contains("rows") && rj["rows"].is_array()) {
       for (const json& row : rj["rows"]) {
-        saved = saved || (row.is_object() && row.value("config", "") == "ar" && row.contains("prompt_tokens") &&
-                          row["prompt_tokens"].is_array() && row.contains("output_tokens") &&
-                          row["output_tokens"].is_array());
+        saved = saved || (graft_bench::HasSavedTokens(row) && row.value("config", "") == "ar");
       }
     }
     if (!saved) throw std::runtime_error(f + ": no saved outputs of ar (rerun `graft bench` with --save-outputs)");

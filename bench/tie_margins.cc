@@ -53,10 +53,7 @@ using Turns = std::vector<std::vector<Token>>;
 // A saved row's prompt and output tokens, per turn; false when the row kept none
 // (a run without --save-outputs, or a peer's row).
 bool SavedTurns(const json& row, Turns* prompts, Turns* outputs) {
-  if (!row.contains("prompt_tokens") || !row["prompt_tokens"].is_array() || !row.contains("output_tokens") ||
-      !row["output_tokens"].is_array()) {
-    return false;
-  }
+  if (!graft_bench::HasSavedTokens(row)) return false;
   *prompts = row["prompt_tokens"].get<Turns>();
   *outputs = row["output_tokens"].get<Turns>();
   if (prompts->size() != outputs->size()) throw std::runtime_error("prompt and output turns differ in number");
@@ -71,17 +68,14 @@ struct Margin {
   bool reproduced = true;    // the replay's argmax was ar's token at every position
 };
 
-// ar's logits at position k of `out` after `prompt`, as ar computes them.
+// ar's logits at position k of `out` after `prompt`, as ar computes them. Every token
+// must be in the target's vocabulary (the caller checks).
 Margin MarginAt(graft::Context& ctx, const std::vector<Token>& prompt, const std::vector<Token>& out, size_t k,
                 Token other) {
   const int32_t n_vocab = ctx.model().n_vocab();
   if (static_cast<int64_t>(prompt.size() + k) + 1 > ctx.n_ctx()) {
     throw std::runtime_error("prompt and output of " + std::to_string(prompt.size() + k) +
                              " tokens do not fit the context (-c)");
-  }
-  const auto in_vocab = [n_vocab](Token t) { return t >= 0 && t < n_vocab; };
-  if (!std::all_of(prompt.begin(), prompt.end(), in_vocab) || !std::all_of(out.begin(), out.end(), in_vocab)) {
-    throw std::runtime_error("a saved token is not in the target's vocabulary");
   }
   ctx.Truncate(0);
   const graft::TokenSpan head = graft::TokenSpan(prompt).first(prompt.size() - 1);
@@ -190,8 +184,11 @@ int main(int argc, char** argv) {
           while (k < a.size() && k < o.size() && a[k] == o[k]) ++k;
           if (k == a.size() || k == o.size()) continue;  // one stops where the other goes on: no token differs
           if (prompts[t].empty()) throw std::runtime_error(file + ": " + id + " has an empty prompt");
-          if (o[k] < 0 || o[k] >= model->n_vocab() || a[k] < 0 || a[k] >= model->n_vocab()) {
-            throw std::runtime_error(file + ": " + id + " holds a token outside the target's vocabulary");
+          // Every token the replay feeds to llama.cpp, and the other method's at the divergence.
+          const auto in_vocab = [&](Token x) { return x >= 0 && x < model->n_vocab(); };
+          if (!std::all_of(prompts[t].begin(), prompts[t].end(), in_vocab) ||
+              !std::all_of(a.begin(), a.end(), in_vocab) || !in_vocab(o[k])) {
+            throw std::runtime_error(file + ": " + id + " holds a token not in the target's vocabulary");
           }
           const auto key = std::make_tuple(id, row.value("rep", 0), t, k, o[k]);
           auto found = seen.find(key);
