@@ -424,6 +424,7 @@ RunStatus Harness::Run(const std::vector<BenchPrompt>& prompts, const HarnessCal
 
   // Encode (and cut or skip) every first turn; size the contexts to the longest need.
   std::vector<PreparedPrompt> prepared;
+  std::map<std::vector<std::string>, std::string> seen;  // turns as they will run -> the first prompt's id
   int64_t need = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     const BenchPrompt& p = prompts[i];
@@ -438,6 +439,12 @@ RunStatus Harness::Run(const std::vector<BenchPrompt>& prompts, const HarnessCal
       pp.first_turn = impl.Truncate(pp.first_turn, cap, &pp.first_tokens);
       pp.truncated = true;
     }
+    std::vector<std::string> turns = p.turns;
+    turns[0] = pp.first_turn;
+    if (const auto [it, fresh] = seen.emplace(std::move(turns), p.id); !fresh) {
+      status.skipped.push_back({p.id, p.category, pp.first_tokens, cap, it->second});
+      continue;
+    }
     int64_t n = pp.first_tokens + static_cast<int64_t>(o.n_predict) * p.turns.size();
     for (size_t k = 1; k < p.turns.size(); ++k) {
       n += static_cast<int64_t>(target_.Tokenize(p.turns[k], false, false).size()) + kTurnSlack;
@@ -445,7 +452,7 @@ RunStatus Harness::Run(const std::vector<BenchPrompt>& prompts, const HarnessCal
     need = std::max(need, n);
     prepared.push_back(pp);
   }
-  if (prepared.empty() && !prompts.empty()) {
+  if (prepared.empty() && !prompts.empty()) {  // only too-long ones: a duplicate has its first run
     throw Error("all " + std::to_string(prompts.size()) + " prompts are longer than the prompt cap of " +
                 std::to_string(status.skipped.front().cap) +
                 " tokens; raise --max-prompt-tokens or -c, or use --long-prompts truncate");

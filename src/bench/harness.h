@@ -129,12 +129,16 @@ struct BenchRow {
 
 struct SkippedPrompt {
   std::string prompt_id, category;
-  int32_t tokens;  // prompt tokens
-  int32_t cap;     // the cap they exceed
+  int32_t tokens;  // prompt tokens (after cutting, for a duplicate)
+  int32_t cap;     // the prompt cap (a too-long prompt exceeds it)
+  // Not empty: the prompt was left out because, once cut to the cap, all its turns are
+  // those of this earlier prompt (a dataset's near-copies can become one prompt when
+  // cut; run twice, it would count twice in every figure). Empty: it was too long.
+  std::string same_as;
 };
 
 struct RunStatus {
-  int32_t prompts_total = 0;  // prompts x reps that would run (skipped ones excluded)
+  int32_t prompts_total = 0;  // prompts x reps that would run (skipped ones, too long or duplicates, excluded)
   int32_t prompts_done = 0;   // finished: all their configurations have rows
   bool interrupted = false;   // the stop flag ended the run early
   std::vector<SkippedPrompt> skipped;

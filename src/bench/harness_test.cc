@@ -397,6 +397,54 @@ TEST_F(HarnessTest, LongPromptsAreCutOrSkipped) {
   }
 }
 
+// Two records that differ only past the cap are one prompt once cut (the long set's
+// reports 7 and 14 at 1024 tokens): the later one is skipped, naming the first, so no
+// prompt counts twice; an uncut prompt whose text differs still runs.
+TEST_F(HarnessTest, PromptsThatAreTheSameOnceCutRunOnce) {
+  std::string head, tail;
+  for (int i = 0; i < 100; ++i) head += "word" + std::to_string(i) + " ";
+  for (int i = 100; i < 200; ++i) tail += "word" + std::to_string(i) + " ";
+  tail += "\nSummarize the list above.";
+  // A long prompt is cut in its middle (head and tail kept).
+  std::vector<BenchPrompt> prompts = {{"a", "x", {head + "alpha " + tail}},
+                                      {"b", "x", {head + "beta " + tail}},
+                                      {"c", "y", {"Hello there."}},
+                                      {"d", "y", {"Hello there!"}},
+                                      {"e", "y", {"Hello there.", "And then?"}}};
+  HarnessOptions o = Options();
+  o.methods = {Method::kPld};
+  o.budgets = {4};
+  o.n_predict = 4;
+  o.oracle = false;
+  o.warmup = false;
+  o.max_prompt_tokens = 64;
+  Harness h(*target_, draft_, o);
+  const RunStatus st = h.Run(prompts, {}, nullptr);
+  ASSERT_EQ(st.skipped.size(), 1u);
+  EXPECT_EQ(st.skipped[0].prompt_id, "b");
+  EXPECT_EQ(st.skipped[0].same_as, "a");
+  EXPECT_EQ(st.skipped[0].category, "x");
+  EXPECT_LE(st.skipped[0].tokens, 64);
+  EXPECT_EQ(st.prompts_total, 4);
+  std::vector<std::string> ran;
+  for (const BenchRow& r : h.rows()) {
+    if (r.config.method == Method::kAr) ran.push_back(r.prompt_id);
+  }
+  EXPECT_EQ(ran, (std::vector<std::string>{"a", "c", "d", "e"}));
+  // In results.json, with its reason; a too-long skip says so too.
+  RunStatus both = st;
+  both.skipped.push_back({"f", "x", 900, 64, ""});
+  const std::vector<std::string> categories = {"x", "y"};
+  const json j = ResultsJson({.configs = &h.configs(), .categories = &categories, .rows = &h.rows(), .status = &both});
+  ASSERT_EQ(j["status"]["skipped"].size(), 2u);
+  EXPECT_EQ(j["status"]["skipped"][0]["reason"], "duplicate");
+  EXPECT_EQ(j["status"]["skipped"][0]["same_as"], "a");
+  EXPECT_EQ(j["status"]["skipped"][1]["reason"], "too long");
+  EXPECT_FALSE(j["status"]["skipped"][1].contains("same_as"));
+  const std::string md = MarkdownText(j, categories);
+  EXPECT_NE(md.find("1 skipped (too long), 1 skipped (the same as an earlier one once cut)"), std::string::npos) << md;
+}
+
 TEST_F(HarnessTest, SampledRunsHaveNoLosslessFlag) {
   HarnessOptions o = Options();
   o.methods = {Method::kPld};

@@ -318,7 +318,12 @@ std::string MarkdownText(const json& res, const std::vector<std::string>& catego
   const json& st = res["status"];
   os << "- status: " << st.value("state", "?") << ", "
      << st.value("prompts_done", 0) << "/" << st.value("prompts_total", 0) << " prompts";
-  if (st.contains("skipped") && !st["skipped"].empty()) os << ", " << st["skipped"].size() << " skipped (too long)";
+  if (st.contains("skipped")) {
+    size_t duplicates = 0;
+    for (const json& s : st["skipped"]) duplicates += s.value("reason", "") == "duplicate" ? 1 : 0;
+    if (st["skipped"].size() > duplicates) os << ", " << st["skipped"].size() - duplicates << " skipped (too long)";
+    if (duplicates > 0) os << ", " << duplicates << " skipped (the same as an earlier one once cut)";
+  }
   os << "\n";
   if (res.contains("date")) os << "- date: " << res["date"].get<std::string>() << "\n";
   if (res.contains("dataset")) {
@@ -472,8 +477,10 @@ json ResultsJson(const ReportInput& in) {
   j["schema"] = "graft-bench/1";
   json skipped = json::array();
   for (const auto& s : in.status->skipped) {
-    skipped.push_back({{"prompt_id", s.prompt_id}, {"category", s.category}, {"prompt_tokens", s.tokens},
-                       {"cap", s.cap}});
+    json e = {{"prompt_id", s.prompt_id}, {"category", s.category}, {"prompt_tokens", s.tokens}, {"cap", s.cap},
+              {"reason", s.same_as.empty() ? "too long" : "duplicate"}};
+    if (!s.same_as.empty()) e["same_as"] = s.same_as;
+    skipped.push_back(std::move(e));
   }
   const bool complete = !in.status->interrupted && in.status->prompts_done == in.status->prompts_total;
   j["status"] = {{"state", complete ? "complete" : in.status->interrupted ? "interrupted" : "running"},

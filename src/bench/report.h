@@ -2,7 +2,8 @@
 //
 // results.json  (schema "graft-bench/1")
 //   status      {state: running | complete | interrupted, complete, interrupted,
-//                prompts_done, prompts_total, skipped[]}
+//                prompts_done, prompts_total, skipped[{prompt_id, category, prompt_tokens,
+//                cap, reason: "too long" | "duplicate", same_as: the duplicate's first}]}
 //   date, command, flags, machine, models, llama_cpp, dataset   (from the caller's `meta`)
 //   configs     [{name, method, budget, temperature}] in run order
 //   summary     the first temperature of --temps: key -> entry, where key is

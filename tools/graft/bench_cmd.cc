@@ -333,6 +333,11 @@ int RunBench(BenchFlags f) {
   progress.Finish();
   const json res = write(harness.rows(), status);
   for (const auto& s : status.skipped) {
+    if (!s.same_as.empty()) {
+      fprintf(stderr, "bench: skipped prompt %s (%s): cut to %d tokens, it is prompt %s, which ran\n",
+              s.prompt_id.c_str(), s.category.c_str(), s.tokens, s.same_as.c_str());
+      continue;
+    }
     fprintf(stderr, "bench: skipped prompt %s (%s): %d tokens, over the cap of %d\n", s.prompt_id.c_str(),
             s.category.c_str(), s.tokens, s.cap);
   }
