@@ -24,6 +24,9 @@
 // (Context::HintReads) as the engine does, when the profile times rows read ahead;
 // --read-block N caps that block (1: every row read alone), and --size-reads-alone
 // sizes the trees as if every row were read alone (as the engine did before 3706f64).
+// A profile that timed products over each number of rows (version 7) prices each as
+// timed; --linear-reads decides as if a product cost one row plus the mean price of
+// each further row (as the engine did before version 7), priced as timed.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -191,13 +194,9 @@ struct Replayer {
       // A lazy pass reads the rows of the accepted path, and those the engine hinted
       // with the root's (ReadAheadNodes, by the same ratings).
       const std::vector<int32_t> ahead = graft::ReadAheadNodes(tree.parent, rated, cost);
-      int64_t alone = 0;
-      for (size_t k = 1; k < vr.accepted.size(); ++k) {
-        alone += std::find(ahead.begin(), ahead.end(), vr.accepted[k]) == ahead.end();
-      }
-      const int64_t read_ahead = static_cast<int64_t>(ahead.size()) - 1;
-      t->ms += price.VerifyMs(tree.size()) + price.ReadsMs(alone, read_ahead);
-      loss.Observe(cost.VerifyMs(tree.size()) + cost.ReadsMs(alone, read_ahead), cost.VerifyMs(1),
+      const graft::ReadCounts reads = graft::CountReads(ahead, vr.accepted, cost.read_block());
+      t->ms += price.VerifyMs(tree.size()) + price.ReadsMs(reads.alone, reads.products);
+      loss.Observe(cost.VerifyMs(tree.size()) + cost.ReadsMs(reads.alone, reads.products), cost.VerifyMs(1),
                    static_cast<int32_t>(emitted.size()));
       t->ar_ms += price.VerifyMs(1) * static_cast<double>(emitted.size());
       if (shadow_on) shadow.Commit(emitted, &calibration);
@@ -294,6 +293,7 @@ int Run(int argc, char** argv) {
   std::string trace;  // a prompt id whose steps are printed
   int32_t read_block = graft::Context::kMaxReadBlock;  // rows one product may read, the root's included
   bool size_reads_alone = false;                       // size trees as if every row were read alone
+  bool linear_reads = false;                           // decide as if products cost linearly in their rows
   std::vector<std::string> files;
   for (int a = 1; a < argc; ++a) {
     const std::string arg = argv[a];
@@ -320,10 +320,11 @@ int Run(int argc, char** argv) {
     else if (arg == "--trace" && a + 1 < argc) trace = argv[++a];
     else if (arg == "--read-block" && a + 1 < argc) read_block = std::stoi(argv[++a]);
     else if (arg == "--size-reads-alone") size_reads_alone = true;
+    else if (arg == "--linear-reads") linear_reads = true;
     else files.push_back(arg);
   }
   if (profile.empty() || files.empty() || budget < 1 || budget > 256) {
-    std::fprintf(stderr, "usage: replay_retrieval --profile PROFILE.json [--budget N] [--fixed] [--scale-prior X] [--alpha X] [--explore X] [--request-strength X] [--by-copy] [--reliability] [--fresh] [--no-cap] [--perfect] [--no-shadow] [--no-context] [--max-loss X] [--loss-grant X] [--loss-prefill X] [--trace PROMPT_ID] [--read-block N] [--size-reads-alone] results.json...\n");
+    std::fprintf(stderr, "usage: replay_retrieval --profile PROFILE.json [--budget N] [--fixed] [--scale-prior X] [--alpha X] [--explore X] [--request-strength X] [--by-copy] [--reliability] [--fresh] [--no-cap] [--perfect] [--no-shadow] [--no-context] [--max-loss X] [--loss-grant X] [--loss-prefill X] [--trace PROMPT_ID] [--read-block N] [--size-reads-alone] [--linear-reads] results.json...\n");
     return 2;
   }
   // Every recording is read and checked before any work: replaying needs the tokens
@@ -347,9 +348,14 @@ int Run(int argc, char** argv) {
   if (read_block < 1) throw std::runtime_error("--read-block must be at least 1");
   // As the engine (EngineState::Costs): rows read ahead when the profile timed them.
   if (cost_profile.read_ahead_ms > 0) costs.SetReadBlock(std::min(read_block, graft::Context::kMaxReadBlock));
-  graft::CostModel sizing = costs;
+  graft::CostModel policy = costs;
+  if (linear_reads) {  // as before profile version 7: one row, then each row ahead at the mean price
+    policy.SetReadRowMs(cost_profile.read_row_ms, cost_profile.read_ahead_ms);
+    policy.SetReadBlock(costs.read_block());
+  }
+  graft::CostModel sizing = policy;
   if (size_reads_alone) sizing.SetReadBlock(1);
-  Replayer r{costs, costs, sizing, context, budget, fixed,
+  Replayer r{policy, costs, sizing, context, budget, fixed,
               graft::Calibration(graft::CalibrationOptions{.source_scale_prior = scale_prior, .explore_strength = explore,
                                                        .request_strength = request_strength})};
   r.retrieval.confidence_alpha = alpha;

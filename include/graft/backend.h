@@ -16,6 +16,7 @@
 // ids are scratch, used only between an evaluation and the following commit.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -179,9 +180,10 @@ class Context {
   // Rows of lazy passes computed alone and in blocks, and the blocks (products over
   // several rows), since the context was made (a block size's first block, checked
   // against its rows alone, counts as alone). A block costs about one row alone plus
-  // a read-ahead price for each further row.
+  // a read-ahead price for each further row; `products[k]`: the blocks of k rows.
   struct LazyReads {
     int64_t alone = 0, in_blocks = 0, blocks = 0;
+    std::array<int64_t, kMaxReadBlock + 1> products{};
   };
   LazyReads lazy_reads() const;
 

@@ -50,8 +50,13 @@ struct CostProfile {
   // layer); 0 when the output layer runs for every row (verify_ms includes it).
   double read_row_ms = 0;
   // With lazy_logits: ms of each further row read in one product with the one asked
-  // for (Context::HintReads; from a product over 4 rows); 0 when not measured.
+  // for (Context::HintReads): the mean over the largest product measured; 0 when not
+  // measured.
   double read_ahead_ms = 0;
+  // With lazy_logits: [c] = ms of one product over c rows' logits, c = 1 ..
+  // Context::kMaxReadBlock (fewer when max_rows is smaller; [0] = 0, [1] =
+  // read_row_ms); empty before version 7. CostModel::SetReadProducts.
+  std::vector<double> read_product_ms;
   std::string measured_at;        // ISO date of the measurement
 };
 

@@ -156,6 +156,9 @@ struct GenerationStats {
   // alone, and read ahead in one product with the root's (Context::HintReads; some
   // of those were then not read). Their modelled ms: CostModel::ReadsMs.
   int64_t rows_read = 0, rows_read_ahead = 0;
+  // The products over c >= 2 rows among them, by c ([c]; empty when none): a product
+  // costs by its rows, not linearly (CostModel::ReadsMs).
+  std::vector<int64_t> read_products;
   SourceCounts per_source[kNumSources];
   double t_prefill_ms = 0, t_draft_ms = 0, t_retrieve_ms = 0, t_graft_ms = 0;
   double t_verify_ms = 0, t_commit_ms = 0, t_decode_ms = 0;  // decode = all after prefill

@@ -450,6 +450,16 @@ TEST_P(LazyLogitsTest, RowsReadAheadHaveTheBitsOfRowsReadAlone) {
   EXPECT_EQ(b.blocks, 0);
   EXPECT_GE(a.in_blocks, 2 * a.blocks);  // a block holds two rows at least
   EXPECT_EQ(a.in_blocks > 0, a.blocks > 0);
+  // The blocks by their rows (what the cost model prices each by) add up to them.
+  int64_t blocks = 0, rows = 0;
+  for (int32_t k = 0; k <= Context::kMaxReadBlock; ++k) {
+    if (k < 2) EXPECT_EQ(a.products[k], 0) << k;
+    blocks += a.products[k];
+    rows += k * a.products[k];
+  }
+  EXPECT_EQ(blocks, a.blocks);
+  EXPECT_EQ(rows, a.in_blocks);
+  for (int32_t k = 0; k <= Context::kMaxReadBlock; ++k) EXPECT_EQ(b.products[k], 0) << k;
   printf("[read-ahead] %s: %lld rows read alone, %lld in blocks\n", mc.file.c_str(), static_cast<long long>(a.alone),
          static_cast<long long>(a.in_blocks));
 #if defined(__x86_64__)

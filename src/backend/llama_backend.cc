@@ -260,6 +260,7 @@ struct Context::LazyHead {
   bool block_checked[kMaxReadBlock + 1] = {};
   std::vector<float> block_in, block_out;  // a block's gathered hidden states and its logits
   int64_t rows_alone = 0, rows_in_blocks = 0, blocks = 0;
+  std::array<int64_t, kMaxReadBlock + 1> blocks_of{};  // [k]: blocks of k rows
 
   bool Usable() const { return weight != nullptr && !other_ops && !failed; }
 
@@ -423,6 +424,7 @@ struct Context::LazyHead {
         for (int32_t c = 0; c < k; ++c) std::memcpy(RowData(block[c]), &block_out[static_cast<size_t>(c) * n_vocab], n_vocab * sizeof(float));
         rows_in_blocks += k;
         ++blocks;
+        ++blocks_of[k];
       }
     }
     for (int32_t r : block) have[r] = 1;
@@ -632,7 +634,7 @@ void Context::HintReads(std::span<const int32_t> batch_rows) {
 
 Context::LazyReads Context::lazy_reads() const {
   if (lazy_ == nullptr) return {};
-  return {lazy_->rows_alone, lazy_->rows_in_blocks, lazy_->blocks};
+  return {lazy_->rows_alone, lazy_->rows_in_blocks, lazy_->blocks, lazy_->blocks_of};
 }
 
 const float* Context::Logits(int32_t i) const {

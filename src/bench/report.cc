@@ -193,6 +193,7 @@ json RowJson(const BenchRow& r) {
   // Passes by rows, so a run can be priced on another machine's profile later.
   j["pass_rows"] = r.stats.pass_rows;
   j["draft_pass_rows"] = r.stats.draft_pass_rows;
+  j["read_products"] = r.stats.read_products;
   j["pass_context"] = r.stats.pass_context;
   j["pass_row_context"] = r.stats.pass_row_context;
   if (!r.text.empty()) j["output"] = r.text;

@@ -13,7 +13,8 @@
 //   summary_by_temp  {"<temperature %g>": same map} for every temperature
 //   rows        one object per prompt x configuration x repetition (RowJson; with
 //               pass_rows / draft_pass_rows, the passes by rows, and pass_context /
-//               pass_row_context, their contexts summed, to re-price a run)
+//               pass_row_context, their contexts summed, and read_products, a lazy
+//               pass's products by rows, to re-price a run)
 //   steadiness  ar's ms per target pass over its rows {n, min, median, max, spread =
 //               max / min, steady = spread <= kSteadySpread}; null without ar rows. ar
 //               does the same work in every pass, so a wide spread is the machine's

@@ -60,6 +60,7 @@ CostModel CostModel::Of(const CostProfile& p) {
   CostModel m(p.verify_ms, p.draft_ms, FitContextCost(p.verify_ms, p.verify_ms_long, p.prefix, p.long_prefix),
               FitContextCost(p.draft_ms, p.draft_ms_long, p.prefix, p.long_prefix));
   m.SetReadRowMs(p.read_row_ms, p.read_ahead_ms);
+  if (p.read_product_ms.size() >= 3 && p.read_row_ms > 0) m.SetReadProducts(p.read_product_ms);
   return m;
 }
 
@@ -67,6 +68,31 @@ void CostModel::SetReadRowMs(double ms, double ahead_ms) {
   GRAFT_CHECK(ms >= 0 && ahead_ms >= 0, "read cost must not be negative");
   read_row_ms_ = ms;
   read_ahead_ms_ = ahead_ms;
+  product_ms_.clear();
+}
+
+void CostModel::SetReadProducts(std::vector<double> product_ms) {
+  GRAFT_CHECK(product_ms.size() >= 2, "a read curve needs a product of one row");
+  for (size_t c = 1; c < product_ms.size(); ++c) GRAFT_CHECK(product_ms[c] >= 0, "read cost must not be negative");
+  product_ms_ = std::move(product_ms);
+  const int32_t last = static_cast<int32_t>(product_ms_.size()) - 1;
+  read_row_ms_ = product_ms_[1];
+  read_ahead_ms_ = last >= 2 ? std::max(0.0, (product_ms_[last] - product_ms_[1]) / (last - 1)) : 0.0;
+  read_block_ = std::max(1, last);
+}
+
+double CostModel::ProductMs(int32_t c) const {
+  c = std::clamp(c, 1, read_block_);
+  if (!product_ms_.empty()) return product_ms_[std::min<size_t>(c, product_ms_.size() - 1)];
+  return read_row_ms_ + (c - 1) * read_ahead_ms_;
+}
+
+double CostModel::ReadsMs(int64_t alone, std::span<const int64_t> products) const {
+  double ms = static_cast<double>(alone) * read_row_ms_;
+  for (size_t c = 2; c < products.size(); ++c) {
+    ms += static_cast<double>(products[c]) * (ProductMs(static_cast<int32_t>(c)) - ProductMs(1));
+  }
+  return ms;
 }
 
 void CostModel::SetReadBlock(int32_t rows) {
@@ -81,20 +107,24 @@ double CostModel::ProductChance(std::span<const double> chain, int32_t k) const 
 }
 
 int32_t CostModel::ReadAheadLength(std::span<const double> chain) const {
-  if (read_block_ < 2 || read_ahead_ms_ <= 0) return 0;
-  int32_t length = 0;
+  if (read_block_ < 2 || read_row_ms_ <= 0 || (product_ms_.empty() && read_ahead_ms_ <= 0)) return 0;
+  // The chain's expected read ms with its first L nodes hinted, less that with none:
+  // the sum over k < L of (hinted price - price alone), each independent of L.
+  double saved = 0, best_saved = 0;
+  int32_t best = 0;
   for (int32_t k = 0; k < static_cast<int32_t>(chain.size()); ++k) {
-    const double product = ProductChance(chain, k);
-    if (product >= 0 && !ReadAheadPays(chain[k], product)) break;
-    length = k + 1;
+    saved += chain[k] * read_row_ms_ - ChainReadMs(chain, k, k + 1);
+    if (saved > best_saved + 1e-12) best_saved = saved, best = k + 1;
   }
-  if (length % read_block_ == 0 && length > 0) --length;  // a product's first row, nothing after it
-  return length;
+  return best;
 }
 
 double CostModel::ChainReadMs(std::span<const double> chain, int32_t k, int32_t ahead) const {
   const double product = ProductChance(chain, k);
-  if (k < ahead && product >= 0) return product * read_ahead_ms_;
+  if (k < ahead && product >= 0) {
+    const int32_t place = (k + 1) % read_block_;  // >= 1: not its product's first row
+    return product * (ProductMs(place + 1) - ProductMs(place));
+  }
   return chain[k] * read_row_ms_;
 }
 
@@ -148,6 +178,29 @@ int32_t CostModel::BestSize(std::span<const double> a, double fixed_ms, int32_t 
     }
   }
   return best;
+}
+
+ReadCounts CountReads(std::span<const int32_t> hinted, std::span<const int32_t> accepted, int32_t read_block) {
+  ReadCounts out;
+  out.products.assign(std::max(2, read_block + 1), 0);
+  read_block = std::max(1, read_block);
+  // How far the accepted path follows the hinted chain (the root at 0 always).
+  size_t reached = 1;
+  while (reached < accepted.size() && reached < hinted.size() && accepted[reached] == hinted[reached]) ++reached;
+  std::vector<int32_t> computed;
+  for (size_t first = 0; first < hinted.size(); first += read_block) {
+    if (first > 0 && first >= reached) break;  // the path never asks for its first row
+    const size_t end = std::min(hinted.size(), first + read_block);
+    if (end - first >= 2) {
+      ++out.products[end - first];
+      if (first > 0) ++out.alone;  // a later product's first row, as ReadsMs counts it
+      computed.insert(computed.end(), hinted.begin() + first, hinted.begin() + end);
+    }
+  }
+  for (size_t k = 1; k < accepted.size(); ++k) {
+    out.alone += std::find(computed.begin(), computed.end(), accepted[k]) == computed.end();
+  }
+  return out;
 }
 
 std::vector<int32_t> ReadAheadNodes(std::span<const int32_t> parent, std::span<const double> a, const CostModel& cost) {

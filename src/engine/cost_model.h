@@ -74,44 +74,61 @@ class CostModel {
   void SetContext(int32_t tokens);
 
   // ms of a row a lazy pass reads after its root's (CostProfile::read_row_ms; 0: the
-  // pass computes every row's logits, and reading them costs nothing), and of a row
-  // read ahead, in one product with the root's (CostProfile::read_ahead_ms; 0: none is).
+  // pass computes every row's logits, and reading them costs nothing), and of each
+  // further row read ahead in one product with it (0: none is): a product of c rows
+  // is priced ms + (c - 1) x ahead_ms. Without a measured curve (SetReadProducts).
   void SetReadRowMs(double ms, double ahead_ms = 0);
+  // The measured curve: `product_ms[c]` = ms of one product over c rows' logits (c = 1:
+  // a row read alone; [0] ignored), c up to the largest product the backend computes
+  // (its size - 1, which also sets the read block). On a CPU it is not linear in c:
+  // llama.cpp's kernels for the output layer work in column blocks (measured on a
+  // 2-core EPYC, 1.5B target: 1 row 6.9 ms, 2 rows 15.1, 3 17.4, 4 19.9, 7 30.1), so a
+  // product of two rows costs more than the two read alone. CostProfile::read_product_ms.
+  void SetReadProducts(std::vector<double> product_ms);
+  // ms of one product over c >= 1 rows (c beyond the read block: as the read block). O(1).
+  double ProductMs(int32_t c) const;
   // Modelled ms of reading the logits of `a` accepted nodes after the root's, each
   // alone. O(1).
   double ReadMs(int32_t a) const { return a > 0 ? a * read_row_ms_ : 0.0; }
-  // Modelled ms of `alone` rows read alone and `ahead` read ahead. O(1).
+  // Modelled ms of a lazy pass's reads after its root's: `alone` rows read alone or
+  // first of a product, and `products[c]` products over c >= 2 rows ([0], [1] ignored),
+  // each costing ProductMs(c) - ProductMs(1) more than its first row (the root's product
+  // too: its first row is priced with the pass). GenerationStats::rows_read and
+  // read_products. O(|products|).
+  double ReadsMs(int64_t alone, std::span<const int64_t> products) const;
+  // The same with every product's rows counted, linear: `ahead` rows read ahead at
+  // (the largest product's ms - one row's) / (its rows - 1) each. For runs that did
+  // not count their products. O(1).
   double ReadsMs(int64_t alone, int64_t ahead) const {
     return static_cast<double>(alone) * read_row_ms_ + static_cast<double>(ahead) * read_ahead_ms_;
-  }
-  // Whether a row that will be read with probability `a` is worth reading ahead in a
-  // product computed with probability `product` (the root's: 1): its expected read
-  // alone costs more than reading it ahead whenever the product is computed. O(1).
-  bool ReadAheadPays(double a, double product = 1.0) const {
-    return read_ahead_ms_ > 0 && a * read_row_ms_ > product * read_ahead_ms_;
   }
   // Rows one product may hold, the root's included (Context::kMaxReadBlock; default 1:
   // none is read ahead). Set by whoever knows the backend.
   void SetReadBlock(int32_t rows);
+  int32_t read_block() const { return read_block_; }
   // The most a pass over n rows can spend reading rows ahead that it never uses: when
   // only its root's token is emitted, every row hinted with the root's (at most
-  // min(n, read_block) - 1) was read for nothing; a later product is computed only when
-  // the path reaches it. LossBudget's worst case. O(1).
+  // min(n, read_block) - 1) was read for nothing, ProductMs(those + 1) - ProductMs(1);
+  // a later product is computed only when the path reaches it. LossBudget's worst
+  // case. O(1).
   double WastedReadAheadMs(int32_t n) const {
-    return read_ahead_ms_ > 0 ? std::max(0, std::min(n, read_block_) - 1) * read_ahead_ms_ : 0.0;
+    const int32_t c = std::min(n, read_block_);
+    return c >= 2 ? std::max(0.0, ProductMs(c) - ProductMs(1)) : 0.0;
   }
   // A chain of nodes after the root, read with probabilities `chain` (descending, e.g.
   // a path's PathAcceptance) is read ahead in successive products of read_block rows,
   // the root's first (Context::HintReads): the first row of a later product is read
   // when the path reaches it, and the product then computes the rest. Returns how many
-  // of its nodes a verification hints: each while ReadAheadPays(its probability, that of
-  // its product's first row; the root's 1), a product's first row only when one
-  // follows it. 0 when none is read ahead. O(|chain|).
+  // of its nodes a verification hints: the length whose expected read ms, summed over
+  // the chain by ChainReadMs, is least (the shortest on ties, so a product's first
+  // row is hinted only when one follows it). 0 when none is read ahead. O(|chain|).
   int32_t ReadAheadLength(std::span<const double> chain) const;
   // Expected ms of reading the k-th node (k = 0, 1, ...) of such a chain, of which the
-  // first `ahead` are hinted (ReadAheadLength): a hinted node that is not its product's
-  // first costs read_ahead_ms whenever its product is computed; any other, chain[k] x
-  // read_row_ms. Tree sizing and the draft gate price a tree by it. O(1).
+  // first `ahead` are hinted (ReadAheadLength): a hinted node at place j >= 1 of its
+  // product (the root's at place 0) costs ProductMs(j + 1) - ProductMs(j) whenever its
+  // product is computed (with the chance of the product's first row; the root's 1), so
+  // a product's nodes sum to its ProductMs; any other node, chain[k] x ProductMs(1).
+  // Tree sizing and the draft gate price a tree by it. O(1).
   double ChainReadMs(std::span<const double> chain, int32_t k, int32_t ahead) const;
 
   // Expected ms of a target pass over n >= 1 rows: the measured value, or past the
@@ -155,9 +172,24 @@ class CostModel {
   std::vector<double> draft_ms_;   // [sizes + 1] or empty
   std::vector<double> base_verify_ms_, base_draft_ms_;  // as measured
   double read_row_ms_ = 0, read_ahead_ms_ = 0;
+  std::vector<double> product_ms_;  // [c] = ms of a product over c rows; empty: linear (SetReadRowMs)
   int32_t read_block_ = 1;
   ContextCost verify_context_, draft_context_;
 };
+
+// What a lazy pass reads after its root's row (CostModel::ReadsMs's arguments): the
+// rows read alone or first of a product, and the products over c >= 2 rows ([c]).
+struct ReadCounts {
+  int64_t alone = 0;
+  std::vector<int64_t> products;
+};
+
+// The reads of a verification that hinted `hinted` (ReadAheadNodes: the root, then a
+// chain) in products of at most `read_block` rows and accepted the path `accepted`
+// (root first), as Context computes them: the root's product always; a later one when
+// the path reaches its first row; an accepted row outside those, alone. For the
+// model-free replay. O(|hinted| x |accepted|).
+ReadCounts CountReads(std::span<const int32_t> hinted, std::span<const int32_t> accepted, int32_t read_block);
 
 // The nodes a verification reads ahead with its root's row (Context::HintReads), in
 // order: the root, then down the likeliest child (by `a`, e.g. PathAcceptance) as many

@@ -32,7 +32,9 @@ namespace {
 // 5: a 1-row sample no longer follows a larger pass (MedianCurves): llama.cpp rebuilds
 // its graph then, and decoding's 1-row passes follow 1-row passes.
 // 6: with lazy_logits also rows read ahead with the one asked for (read_ahead_ms).
-constexpr int kProfileVersion = 6;
+// 7: a product over each number of rows (read_product_ms): linear from a product of 4
+// priced one of 2 at 11.3 ms where it took 15.1 (2-core EPYC).
+constexpr int kProfileVersion = 7;
 
 // The sizes of a curve that MedianCurves times three times a round.
 constexpr size_t kSmallSizes = 4;
@@ -75,7 +77,7 @@ std::string CpuName() {
 class PassTimer {
  public:
   PassTimer(const Model& model, int32_t max_rows, const CostProfileOptions& o, int32_t prefix_tokens, bool lazy)
-      : model_(model), ctx_(model, Options(max_rows, o.n_threads, prefix_tokens, lazy)), rng_(12345) {
+      : model_(model), ctx_(model, Options(max_rows, o.n_threads, prefix_tokens, lazy)), rng_(12345), max_rows_(max_rows) {
     std::vector<Token> prefix(prefix_tokens);
     for (Token& t : prefix) t = RandomToken();
     ctx_.Prefill(prefix, false);
@@ -88,38 +90,25 @@ class PassTimer {
     Time(1);
   }
 
-  // With lazy logits: ms of reading a second row's logits after the root's, in a pass
-  // over a 2-node chain.
-  double TimeRead() {
+  // With lazy logits: ms of one product over the logits of `c` rows (c = 1: a row read
+  // alone), read after the root's in a pass over a chain of kMaxReadBlock + 1 nodes
+  // (Context::HintReads). The backend checks the first product of each size against
+  // its rows alone: that one is not timed.
+  double TimeProduct(int32_t c) {
     TokenTree t;
     t.Reset(RandomToken());
-    t.Add(0, RandomToken(), 0.5f, Source::kDraft);
-    ctx_.EvalTree(t);
-    ctx_.Logits(0);
+    const int32_t nodes = std::min(max_rows_, Context::kMaxReadBlock + 1);
+    for (int32_t i = 1; i < nodes; ++i) t.Add(i - 1, RandomToken(), 0.5f, Source::kDraft);
+    c = std::clamp(c, 1, nodes - 1);
     double ms = 0;
-    {
-      ScopedMs timer(&ms);
-      ctx_.Logits(1);
-    }
-    ctx_.CommitPath({0});
-    ctx_.Truncate(base_);
-    return ms;
-  }
-
-  // With lazy logits: ms of reading a row's logits in one product with 3 more
-  // (Context::HintReads), after the root's, in a pass over a 5-node chain. The first
-  // block of a size is checked against its rows alone: that one is not timed.
-  double TimeReadBlock() {
-    TokenTree t;
-    t.Reset(RandomToken());
-    for (int32_t i = 0; i < kReadBlock; ++i) t.Add(i, RandomToken(), 0.5f, Source::kDraft);
-    double ms = 0;
-    for (int attempt = checked_block_ ? 1 : 0; attempt < 2; ++attempt) {
+    for (int attempt = c == 1 || checked_[c] ? 1 : 0; attempt < 2; ++attempt) {
       ctx_.EvalTree(t);
       ctx_.Logits(0);
-      std::vector<int32_t> rows(kReadBlock);
-      for (int32_t i = 0; i < kReadBlock; ++i) rows[i] = i + 1;
-      ctx_.HintReads(rows);
+      if (c > 1) {
+        std::vector<int32_t> rows(c);
+        for (int32_t i = 0; i < c; ++i) rows[i] = i + 1;
+        ctx_.HintReads(rows);
+      }
       ms = 0;
       {
         ScopedMs timer(&ms);
@@ -128,10 +117,9 @@ class PassTimer {
       ctx_.CommitPath({0});
       ctx_.Truncate(base_);
     }
-    checked_block_ = true;
+    checked_[c] = true;
     return ms;
   }
-  static constexpr int32_t kReadBlock = 4;
 
   // ms of one pass over a random tree of n nodes (depth <= 8, like a draft tree).
   double Time(int32_t n) {
@@ -169,7 +157,8 @@ class PassTimer {
   Context ctx_;
   Rng rng_;
   int32_t base_ = 0;
-  bool checked_block_ = false;
+  int32_t max_rows_ = 1;
+  bool checked_[Context::kMaxReadBlock + 1] = {};
 };
 
 // The cached profile at `path` if it is readable, matches `key` and covers the sizes
@@ -306,26 +295,27 @@ CostProfile MeasureCostProfile(const Model& target, const Model* draft, const Co
     add(*draft, false, o.max_draft_rows, o.prefix, {});
     if (o.long_prefix > 0) add(*draft, false, o.max_draft_rows, o.long_prefix, LongSizes(o.max_draft_rows));
   }
-  // A row a lazy pass reads after its root, and a block of rows read after it (two
-  // "curves" of one size).
-  const bool reads = o.lazy_logits && o.max_rows >= 2;
-  const bool blocks = reads && o.max_rows >= PassTimer::kReadBlock + 1;
-  if (reads) {
-    PassTimer* t = timers.front().get();
-    curves.push_back({1, [t](int32_t) { return t->TimeRead(); }, {}});
-    if (blocks) curves.push_back({1, [t](int32_t) { return t->TimeReadBlock(); }, {}});
-  }
+  // A lazy pass's products over 1 .. kMaxReadBlock rows read after its root (as many
+  // "curves" of one size; fewer when the largest pass has fewer rows after its root).
+  const int32_t products = o.lazy_logits ? std::min(o.max_rows - 1, Context::kMaxReadBlock) : 0;
+  PassTimer* reader = timers.front().get();
+  for (int32_t k = 1; k <= products; ++k) curves.push_back({1, [reader, k](int32_t) { return reader->TimeProduct(k); }, {}});
   auto measured = MedianCurves(curves, o.repeats);
-  if (blocks) {
-    const double block_ms = measured.back()[1];
-    measured.pop_back();
-    p.read_row_ms = measured.back()[1];
-    // The rows after the first; none when a block costs as much as its rows alone
-    // (the context then computes them alone too, if they differ in their bits).
-    p.read_ahead_ms = std::max(0.0, (block_ms - p.read_row_ms) / (PassTimer::kReadBlock - 1));
-    if (p.read_ahead_ms >= p.read_row_ms) p.read_ahead_ms = 0;
-  } else if (reads) {
-    p.read_row_ms = measured.back()[1];
+  if (products >= 1) {
+    p.read_product_ms.assign(products + 1, 0.0);
+    for (int32_t k = products; k >= 1; --k) {
+      p.read_product_ms[k] = measured.back()[1];
+      measured.pop_back();
+    }
+    p.read_row_ms = p.read_product_ms[1];
+    // The mean per row after the first of the largest product; none when it costs as
+    // much as its rows alone (the context then computes them alone too, if they
+    // differ in their bits).
+    if (products >= 2) {
+      p.read_ahead_ms = std::max(0.0, (p.read_product_ms[products] - p.read_row_ms) / (products - 1));
+      if (p.read_ahead_ms >= p.read_row_ms) p.read_ahead_ms = 0;
+    }
+    if (p.read_ahead_ms <= 0) p.read_product_ms.resize(2);
   }
   size_t c = 0;
   p.verify_ms = std::move(measured[c++]);
@@ -349,7 +339,8 @@ nlohmann::json CostProfileJson(const CostProfile& p) {
           {"verify_ms_long", p.verify_ms_long},
           {"draft_ms_long", p.draft_ms_long},
           {"read_row_ms", p.read_row_ms},
-          {"read_ahead_ms", p.read_ahead_ms}};
+          {"read_ahead_ms", p.read_ahead_ms},
+          {"read_product_ms", p.read_product_ms}};
 }
 
 CostProfile CostProfileFromJson(const nlohmann::json& j) {
@@ -365,6 +356,15 @@ CostProfile CostProfileFromJson(const nlohmann::json& j) {
   p.read_row_ms = j.value("read_row_ms", 0.0);
   p.read_ahead_ms = j.value("read_ahead_ms", 0.0);
   if (!(p.read_row_ms >= 0) || !(p.read_ahead_ms >= 0)) throw Error("negative cost");
+  if (j.contains("read_product_ms")) {
+    p.read_product_ms = j.at("read_product_ms").get<std::vector<double>>();
+    for (double x : p.read_product_ms) {
+      if (!(x >= 0)) throw Error("negative cost");
+    }
+    if (p.read_product_ms.size() == 1 || p.read_product_ms.size() > Context::kMaxReadBlock + 1) {
+      throw Error("read products must be of 1 to " + std::to_string(Context::kMaxReadBlock) + " rows");
+    }
+  }
   return p;
 }
 

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "common/test_models.h"
 #include "graft/error.h"
@@ -71,6 +72,21 @@ TEST_F(CostProfileTest, MeasuredOnceThenReloadedExactly) {
   EXPECT_GE(a.read_ahead_ms, 0.0);
   EXPECT_LT(a.read_ahead_ms, a.read_row_ms);
   EXPECT_EQ(a.read_ahead_ms, b.read_ahead_ms);
+  // A product over each number of rows up to Context::kMaxReadBlock (the largest pass
+  // holds 7 after its root); just the one row when none is read ahead.
+  ASSERT_EQ(a.read_product_ms.size(), a.read_ahead_ms > 0 ? 8u : 2u);
+  EXPECT_EQ(a.read_product_ms[0], 0.0);
+  EXPECT_EQ(a.read_product_ms[1], a.read_row_ms);
+  for (size_t c = 1; c < a.read_product_ms.size(); ++c) EXPECT_GT(a.read_product_ms[c], 0.0) << c;
+  EXPECT_EQ(a.read_product_ms, b.read_product_ms);
+  // The JSON checks them: a negative price or more rows than a product holds.
+  nlohmann::json j = CostProfileJson(a);
+  j["read_product_ms"] = std::vector<double>{0, 1, -2};
+  EXPECT_THROW(CostProfileFromJson(j), Error);
+  j["read_product_ms"] = std::vector<double>(Context::kMaxReadBlock + 2, 1.0);
+  EXPECT_THROW(CostProfileFromJson(j), Error);
+  j["read_product_ms"] = std::vector<double>{0, 1, 2};
+  EXPECT_EQ(CostProfileFromJson(j).read_product_ms, (std::vector<double>{0, 1, 2}));
   EXPECT_EQ(b.prefix, 32);
   EXPECT_EQ(b.long_prefix, 96);
   // No temporaries are left beside it.
@@ -100,6 +116,7 @@ TEST_F(CostProfileTest, WithTheWholeOutputLayerNoReadsAreTimed) {
   const CostProfile p = LoadOrMeasureCostProfile(*target_, draft_.get(), o);
   EXPECT_EQ(p.read_row_ms, 0.0);
   EXPECT_EQ(p.read_ahead_ms, 0.0);
+  EXPECT_TRUE(p.read_product_ms.empty());
   EXPECT_EQ(p.verify_ms.size(), 9u);
 }
 

@@ -55,8 +55,9 @@ const CostModel& EngineState::Costs(double* calibrate_ms) {
     CostProfile p = LoadOrMeasureCostProfile(target, draft, CostProfileOptionsOf(config), &ms);
     *calibrate_ms += ms;
     cost.emplace(CostModel::Of(p));
-    // Tree sizing prices the rows FinishStep reads ahead as read ahead.
-    if (p.read_ahead_ms > 0) cost->SetReadBlock(Context::kMaxReadBlock);
+    // Tree sizing prices the rows FinishStep reads ahead as read ahead (a measured
+    // curve of products sets the read block itself).
+    if (p.read_ahead_ms > 0 && p.read_product_ms.empty()) cost->SetReadBlock(Context::kMaxReadBlock);
   }
   return *cost;
 }
@@ -302,6 +303,14 @@ bool Engine::State::FinishStep(int32_t row0, double pass_ms) {
     f.rs.step_rows_read_ahead = in_blocks - blocks;
     st.rows_read += f.rs.step_rows_read;
     st.rows_read_ahead += f.rs.step_rows_read_ahead;
+    f.rs.step_read_products.assign(now.products.size(), 0);
+    if (blocks > 0) {
+      if (st.read_products.size() < now.products.size()) st.read_products.resize(now.products.size(), 0);
+      for (size_t c = 2; c < now.products.size(); ++c) {
+        f.rs.step_read_products[c] = now.products[c] - reads_before.products[c];
+        st.read_products[c] += f.rs.step_read_products[c];
+      }
+    }
   }
   std::vector<Token> emitted;
   {

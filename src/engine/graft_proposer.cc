@@ -119,7 +119,7 @@ class GraftProposer final : public Proposer {
     // and turn the draft on where it cannot pay.
     // A lazy pass also read the logits of its accepted rows, and some rows ahead of
     // need (CostModel::ReadsMs).
-    const double read_ms = cost_.has_value() ? cost_->ReadsMs(rs.step_rows_read, rs.step_rows_read_ahead) : 0;
+    const double read_ms = cost_.has_value() ? cost_->ReadsMs(rs.step_rows_read, rs.step_read_products) : 0;
     if (cost_.has_value() && alone_) {
       const int32_t tokens = static_cast<int32_t>(emitted.size());
       const double pass_ms = cost_->VerifyMs(tree_size_) + read_ms;

@@ -95,6 +95,8 @@ void GenerationStats::Add(const GenerationStats& b) {
     if (mine->size() < theirs->size()) mine->resize(theirs->size(), 0);
     for (size_t n = 0; n < theirs->size(); ++n) (*mine)[n] += (*theirs)[n];
   }
+  if (read_products.size() < b.read_products.size()) read_products.resize(b.read_products.size(), 0);
+  for (size_t c = 0; c < b.read_products.size(); ++c) read_products[c] += b.read_products[c];
   stop_reason = b.stop_reason;
 }
 

@@ -80,6 +80,8 @@ struct RequestState {
   // The last pass's rows after the root a lazy pass computed: alone, and read ahead
   // (GenerationStats::rows_read and rows_read_ahead), for the proposer's Learn and Commit.
   int64_t step_rows_read = 0, step_rows_read_ahead = 0;
+  // And its products over c >= 2 rows ([c]; GenerationStats::read_products).
+  std::vector<int64_t> step_read_products;
 };
 
 // Limits of one step, from the options and the room left in the context.

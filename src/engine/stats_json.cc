@@ -30,6 +30,7 @@ nlohmann::json StatsToJson(const GenerationStats& st, Method m) {
           {"accepted", st.n_accepted},
           {"rows_read", st.rows_read},
           {"rows_read_ahead", st.rows_read_ahead},
+          {"read_products", st.read_products},
           {"acceptance", st.acceptance()},
           {"tau", st.tau()},
           {"per_source", PerSourceJson(st)},

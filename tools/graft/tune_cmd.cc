@@ -75,8 +75,12 @@ int RunTune(const TuneFlags& f) {
   }
   if (p.read_row_ms > 0) {
     printf("\nlazy output layer: each row read after the root %.2f ms", p.read_row_ms);
-    if (p.read_ahead_ms > 0) printf(", read ahead with it %.2f ms", p.read_ahead_ms);
+    if (p.read_ahead_ms > 0) printf(", read ahead with it %.2f ms (mean)", p.read_ahead_ms);
     printf("\n");
+    if (p.read_product_ms.size() > 2) {
+      printf("one product over the logits of");
+      for (size_t c = 1; c < p.read_product_ms.size(); ++c) printf(" %zu row%s %.2f ms%s", c, c == 1 ? "" : "s", p.read_product_ms[c], c + 1 < p.read_product_ms.size() ? "," : "\n");
+    }
   }
   return 0;
 }
