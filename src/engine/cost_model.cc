@@ -82,9 +82,10 @@ void CostModel::SetReadProducts(std::vector<double> product_ms) {
 }
 
 double CostModel::ProductMs(int32_t c) const {
-  c = std::clamp(c, 1, read_block_);
-  if (!product_ms_.empty()) return product_ms_[std::min<size_t>(c, product_ms_.size() - 1)];
-  return read_row_ms_ + (c - 1) * read_ahead_ms_;
+  c = std::max(c, 1);
+  const int32_t last = product_ms_.empty() ? 1 : static_cast<int32_t>(product_ms_.size()) - 1;
+  if (!product_ms_.empty() && c <= last) return product_ms_[c];
+  return (product_ms_.empty() ? read_row_ms_ : product_ms_[last]) + (c - last) * read_ahead_ms_;
 }
 
 double CostModel::ReadsMs(int64_t alone, std::span<const int64_t> products) const {

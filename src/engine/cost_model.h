@@ -85,7 +85,9 @@ class CostModel {
   // 2-core EPYC, 1.5B target: 1 row 6.9 ms, 2 rows 15.1, 3 17.4, 4 19.9, 7 30.1), so a
   // product of two rows costs more than the two read alone. CostProfile::read_product_ms.
   void SetReadProducts(std::vector<double> product_ms);
-  // ms of one product over c >= 1 rows (c beyond the read block: as the read block). O(1).
+  // ms of one product over c >= 1 rows (past the measured curve: its last value plus the
+  // mean price of a row ahead for each further row; the read block does not cap it, so
+  // counted products are priced whatever block the sizing assumes). O(1).
   double ProductMs(int32_t c) const;
   // Modelled ms of reading the logits of `a` accepted nodes after the root's, each
   // alone. O(1).

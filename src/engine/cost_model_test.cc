@@ -142,7 +142,11 @@ TEST(CostModelTest, RowsReadAheadArePricedApart) {
   EXPECT_EQ(m.ReadsMs(0, 0), 0.0);
   EXPECT_EQ(m.ProductMs(1), 20.0);
   EXPECT_EQ(m.ProductMs(3), 36.0);
-  EXPECT_EQ(m.ProductMs(5), 36.0);  // no product holds more than the read block
+  EXPECT_EQ(m.ProductMs(5), 52.0);  // counted products are priced whatever the read block
+  // The same reads counted by products, whatever block the sizing assumes.
+  CostModel unblocked({0, 10, 11, 12}, {});
+  unblocked.SetReadRowMs(20, 8);
+  EXPECT_EQ(unblocked.ReadsMs(3, std::vector<int64_t>{0, 0, 0, 1}), 3 * 20.0 + 2 * 8.0);
   // The same reads counted by products: 3 rows alone or first, and one product of 3.
   EXPECT_EQ(m.ReadsMs(3, std::vector<int64_t>{0, 0, 0, 1}), 3 * 20.0 + 2 * 8.0);
   EXPECT_EQ(m.ReadAheadLength(std::vector<double>{0.41, 0.41}), 2);
@@ -164,7 +168,7 @@ TEST(CostModelTest, ProductsArePricedByTheirMeasuredCurve) {
   m.SetReadProducts(curve);
   EXPECT_EQ(m.read_block(), 7);
   for (int32_t c = 1; c <= 7; ++c) EXPECT_DOUBLE_EQ(m.ProductMs(c), curve[c]) << c;
-  EXPECT_DOUBLE_EQ(m.ProductMs(9), 30.1);
+  EXPECT_DOUBLE_EQ(m.ProductMs(9), 30.1 + 2 * (30.1 - 7.0) / 6);  // past the curve: its mean row
   EXPECT_NEAR(m.ReadsMs(4, 0), 4 * 7.0, 1e-12);
   // The linear price would read one row ahead at (30.1 - 7) / 6 = 3.85 ms: worth it
   // for any row likelier than 0.55; it costs 8.1 ms, more than the row alone.
