@@ -453,7 +453,9 @@ TEST_P(LazyLogitsTest, RowsReadAheadHaveTheBitsOfRowsReadAlone) {
   // The blocks by their rows (what the cost model prices each by) add up to them.
   int64_t blocks = 0, rows = 0;
   for (int32_t k = 0; k <= Context::kMaxReadBlock; ++k) {
-    if (k < 2) EXPECT_EQ(a.products[k], 0) << k;
+    if (k < 2) {
+      EXPECT_EQ(a.products[k], 0) << k;
+    }
     blocks += a.products[k];
     rows += k * a.products[k];
   }
