@@ -81,9 +81,9 @@ std::string CostProfilePath(const std::string& key, const CostProfileOptions& op
 // Times passes over random trees of 1..max_rows nodes on a scratch context of each
 // model (median of `repeats`, after a warm-up; see MedianCurves), rounded to 1 us, and
 // some sizes (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, ..., max_rows) on a second context of
-// each holding `long_prefix` tokens; with lazy_logits also a row read after the root
-// (CostProfile::read_row_ms). 108-119 s for the default 1.5B + 0.5B pair on
-// a 2-core AMD EPYC.
+// each holding `long_prefix` tokens; with lazy_logits also a product over each number
+// of rows, 1 .. Context::kMaxReadBlock, read after the root (CostProfile::read_row_ms,
+// read_product_ms). 100-120 s for the default 1.5B + 0.5B pair on a 2-core AMD EPYC.
 CostProfile MeasureCostProfile(const Model& target, const Model* draft, const CostProfileOptions& options);
 
 // One curve to measure: `time_pass(n)` runs one pass over n rows and returns its ms.
