@@ -50,11 +50,10 @@ struct PreparedPrompt {
 double ModelledMs(const GenerationStats& st, const CostModel& costs) {
   double ms = 0;
   ms += costs.VerifyPassesMs(st.pass_rows, st.pass_context, st.pass_row_context);
-  // A lazy pass read its accepted rows, and some ahead of need (runs without those
-  // counts, a peer's: its accepted rows, each alone).
-  ms += !st.read_products.empty()                   ? costs.ReadsMs(st.rows_read, st.read_products)
-        : st.rows_read + st.rows_read_ahead > 0 ? costs.ReadsMs(st.rows_read, st.rows_read_ahead)
-                                                : static_cast<double>(st.n_accepted) * costs.ReadMs(1);
+  // A lazy pass read its accepted rows, and some ahead of need in products (runs
+  // without those counts, a peer's: its accepted rows, each alone).
+  ms += st.rows_read + st.rows_read_ahead > 0 ? costs.ReadsMs(st.rows_read, st.read_products)
+                                              : static_cast<double>(st.n_accepted) * costs.ReadMs(1);
   for (size_t n = 1; n < st.draft_pass_rows.size(); ++n) {
     ms += st.draft_pass_rows[n] * costs.DraftMs(static_cast<int32_t>(n));
   }

@@ -98,12 +98,6 @@ class CostModel {
   // too: its first row is priced with the pass). GenerationStats::rows_read and
   // read_products. O(|products|).
   double ReadsMs(int64_t alone, std::span<const int64_t> products) const;
-  // The same with every product's rows counted, linear: `ahead` rows read ahead at
-  // (the largest product's ms - one row's) / (its rows - 1) each. For runs that did
-  // not count their products. O(1).
-  double ReadsMs(int64_t alone, int64_t ahead) const {
-    return static_cast<double>(alone) * read_row_ms_ + static_cast<double>(ahead) * read_ahead_ms_;
-  }
   // Rows one product may hold, the root's included (Context::kMaxReadBlock; default 1:
   // none is read ahead). Set by whoever knows the backend.
   void SetReadBlock(int32_t rows);

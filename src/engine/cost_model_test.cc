@@ -138,8 +138,8 @@ TEST(CostModelTest, RowsReadAheadArePricedApart) {
   EXPECT_EQ(m.ReadAheadLength(std::vector<double>{1.0, 1.0}), 0);  // nothing measured
   m.SetReadRowMs(20, 8);
   m.SetReadBlock(3);
-  EXPECT_EQ(m.ReadsMs(3, 2), 3 * 20.0 + 2 * 8.0);
-  EXPECT_EQ(m.ReadsMs(0, 0), 0.0);
+  EXPECT_EQ(m.ReadsMs(3, std::vector<int64_t>{0, 0, 2}), 3 * 20.0 + 2 * 8.0);  // two products of 2
+  EXPECT_EQ(m.ReadsMs(0, std::vector<int64_t>{}), 0.0);
   EXPECT_EQ(m.ProductMs(1), 20.0);
   EXPECT_EQ(m.ProductMs(3), 36.0);
   EXPECT_EQ(m.ProductMs(5), 52.0);  // counted products are priced whatever the read block
@@ -169,7 +169,7 @@ TEST(CostModelTest, ProductsArePricedByTheirMeasuredCurve) {
   EXPECT_EQ(m.read_block(), 7);
   for (int32_t c = 1; c <= 7; ++c) EXPECT_DOUBLE_EQ(m.ProductMs(c), curve[c]) << c;
   EXPECT_DOUBLE_EQ(m.ProductMs(9), 30.1 + 2 * (30.1 - 7.0) / 6);  // past the curve: its mean row
-  EXPECT_NEAR(m.ReadsMs(4, 0), 4 * 7.0, 1e-12);
+  EXPECT_NEAR(m.ReadsMs(4, std::vector<int64_t>{}), 4 * 7.0, 1e-12);
   // The linear price would read one row ahead at (30.1 - 7) / 6 = 3.85 ms: worth it
   // for any row likelier than 0.55; it costs 8.1 ms, more than the row alone.
   EXPECT_EQ(m.ReadAheadLength(std::vector<double>{0.95}), 0);
@@ -474,7 +474,7 @@ TEST(LossBudgetTest, RowsReadAheadOfAFailedBetCountInTheBound) {
     double spent = 0, plain = 0;
     for (int step = 0; step < 100; ++step) {
       const int32_t n = b.MaxRows(m, 16, 0);
-      const double step_ms = m.VerifyMs(n) + m.ReadsMs(0, std::min(n, 7) - 1);
+      const double step_ms = m.VerifyMs(n) + (std::min(n, 7) - 1) * ahead;  // its root's product, wasted
       b.Observe(step_ms, m.VerifyMs(1), 1);
       spent += step_ms;
       plain += m.VerifyMs(1);

@@ -300,9 +300,8 @@ bool Engine::State::FinishStep(int32_t row0, double pass_ms) {
     const int64_t alone = now.alone - reads_before.alone, in_blocks = now.in_blocks - reads_before.in_blocks,
                   blocks = now.blocks - reads_before.blocks;
     f.rs.step_rows_read = std::max<int64_t>(0, alone + blocks - 1);
-    f.rs.step_rows_read_ahead = in_blocks - blocks;
     st.rows_read += f.rs.step_rows_read;
-    st.rows_read_ahead += f.rs.step_rows_read_ahead;
+    st.rows_read_ahead += in_blocks - blocks;
     f.rs.step_read_products.assign(now.products.size(), 0);
     if (blocks > 0) {
       if (st.read_products.size() < now.products.size()) st.read_products.resize(now.products.size(), 0);

@@ -91,12 +91,13 @@ void GenerationStats::Add(const GenerationStats& b) {
   t_calibrate_ms += b.t_calibrate_ms;
   pass_context += b.pass_context;
   pass_row_context += b.pass_row_context;
-  for (auto [mine, theirs] : {std::pair{&pass_rows, &b.pass_rows}, std::pair{&draft_pass_rows, &b.draft_pass_rows}}) {
-    if (mine->size() < theirs->size()) mine->resize(theirs->size(), 0);
-    for (size_t n = 0; n < theirs->size(); ++n) (*mine)[n] += (*theirs)[n];
-  }
-  if (read_products.size() < b.read_products.size()) read_products.resize(b.read_products.size(), 0);
-  for (size_t c = 0; c < b.read_products.size(); ++c) read_products[c] += b.read_products[c];
+  const auto add = [](auto& mine, const auto& theirs) {  // histograms, element by element
+    if (mine.size() < theirs.size()) mine.resize(theirs.size(), 0);
+    for (size_t n = 0; n < theirs.size(); ++n) mine[n] += theirs[n];
+  };
+  add(pass_rows, b.pass_rows);
+  add(draft_pass_rows, b.draft_pass_rows);
+  add(read_products, b.read_products);
   stop_reason = b.stop_reason;
 }
 

@@ -77,10 +77,10 @@ struct RequestState {
   int32_t generated = 0;         // tokens emitted so far
   GenerationStats* stats;
   double lazy_prefill_ms = 0;    // prefill done inside the decode loop (the draft's prompt)
-  // The last pass's rows after the root a lazy pass computed: alone, and read ahead
-  // (GenerationStats::rows_read and rows_read_ahead), for the proposer's Learn and Commit.
-  int64_t step_rows_read = 0, step_rows_read_ahead = 0;
-  // And its products over c >= 2 rows ([c]; GenerationStats::read_products).
+  // The last pass's rows after the root a lazy pass computed alone or first of a
+  // product, and its products over c >= 2 rows ([c]) (GenerationStats::rows_read and
+  // read_products), for the proposer's Learn and Commit (CostModel::ReadsMs).
+  int64_t step_rows_read = 0;
   std::vector<int64_t> step_read_products;
 };
 
