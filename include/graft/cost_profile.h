@@ -33,6 +33,11 @@ struct CostProfileOptions {
   bool lazy_logits = true;
   // Cache folder; "" = $GRAFT_PROFILE_DIR, else $HOME/.cache/graft/profiles.
   std::string dir;
+  // Called by LoadOrMeasureCostProfile just before it measures (no cached profile
+  // fits), with the file it will write: the measurement takes a minute or more on a
+  // small CPU, so a front end can say why its first request waits. Not called when a
+  // cached profile is read.
+  std::function<void(const std::string& path)> on_measure;
 };
 
 struct CostProfile {

@@ -66,6 +66,9 @@ struct EngineConfig {
   // lazy_logits): a rejected row costs its layers alone. The cost profile is measured
   // the same way (CostProfileOptions::lazy_logits).
   bool lazy_logits = true;
+  // Called before the engine measures a cost profile because none is cached
+  // (CostProfileOptions::on_measure); the CLI tells its user there.
+  std::function<void(const std::string& path)> on_profile_measure;
 };
 
 // The cost profile an engine made with `config` reads (threads, largest tree up to 32

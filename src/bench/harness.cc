@@ -412,7 +412,12 @@ RunStatus Harness::Run(const std::vector<BenchPrompt>& prompts, const HarnessCal
     BenchConfig largest;
     largest.method = Method::kGraft;
     largest.budget = impl.max_budget;
-    CostProfile p = LoadOrMeasureCostProfile(target_, draft_, CostProfileOptionsOf(impl.Config(largest)));
+    CostProfileOptions po = CostProfileOptionsOf(impl.Config(largest));
+    po.on_measure = [](const std::string& path) {
+      fprintf(stderr, "bench: no cost profile is cached for these models on this machine; measuring one into %s\n",
+              path.c_str());
+    };
+    CostProfile p = LoadOrMeasureCostProfile(target_, draft_, po);
     costs.emplace(CostModel::Of(p));
     profile_ = std::move(p);
     impl.costs = &*costs;

@@ -386,6 +386,7 @@ CostProfile LoadOrMeasureCostProfile(const Model& target, const Model* draft, co
   const std::string key = CostProfileKey(target, draft, o);
   const std::string path = CostProfilePath(key, o);
   if (auto p = TryLoad(path, key, o, draft != nullptr)) return *p;
+  if (o.on_measure) o.on_measure(path);
   double ms = 0;
   CostProfile p;
   {

@@ -46,6 +46,7 @@ CostProfileOptions CostProfileOptionsOf(const EngineConfig& config) {
   po.max_rows = std::min(config.max_tree, 32);
   po.dir = config.profile_dir;
   po.lazy_logits = config.lazy_logits;
+  po.on_measure = config.on_profile_measure;
   return po;
 }
 

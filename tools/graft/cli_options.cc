@@ -1,5 +1,6 @@
 #include "cli_options.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
@@ -145,6 +146,12 @@ EngineConfig MakeEngineConfig(const ModelFlags& flags, int32_t max_tree) {
   cfg.index_path = flags.index;
   cfg.profile_dir = flags.profile_dir;
   cfg.lazy_logits = !flags.no_lazy_logits;
+  cfg.on_profile_measure = [](const std::string& path) {
+    fprintf(stderr,
+            "graft: no cost profile is cached for these models on this machine; measuring one now, once "
+            "(on a small CPU this takes a minute or more; `graft tune` measures it ahead) into %s\n",
+            path.c_str());
+  };
   return cfg;
 }
 
