@@ -16,8 +16,9 @@
 // only, not from the cut ones (graft/shadow.h); --perfect replaces the policy by one
 // that knows the output: each step verifies the correct path of the retrieved trie to
 // the depth that the cost profile rates fastest (no miss, no wasted row), the ceiling
-// of any policy over these candidates on this profile. --max-loss, --loss-grant and
-// --loss-prefill set the loss budget (LossBudget, src/engine/cost_model.h; -1 = none).
+// of any policy over these candidates on this profile. --max-loss, --loss-grant,
+// --loss-prefill, --sure-miss and --sure-cap set the loss budget (LossBudget,
+// src/engine/cost_model.h; --max-loss -1 = none).
 // A profile timed at a second, longer prefix (version 3) prices every step at its
 // context (ContextCost); --no-context keeps the policy's decisions at the profile's
 // prefix, the price not. A lazy pass reads its likeliest rows ahead with the root's
@@ -324,7 +325,7 @@ int Run(int argc, char** argv) {
     else files.push_back(arg);
   }
   if (profile.empty() || files.empty() || budget < 1 || budget > 256) {
-    std::fprintf(stderr, "usage: replay_retrieval --profile PROFILE.json [--budget N] [--fixed] [--scale-prior X] [--alpha X] [--explore X] [--request-strength X] [--by-copy] [--reliability] [--fresh] [--no-cap] [--perfect] [--no-shadow] [--no-context] [--max-loss X] [--loss-grant X] [--loss-prefill X] [--trace PROMPT_ID] [--read-block N] [--size-reads-alone] [--linear-reads] results.json...\n");
+    std::fprintf(stderr, "usage: replay_retrieval --profile PROFILE.json [--budget N] [--fixed] [--scale-prior X] [--alpha X] [--explore X] [--request-strength X] [--by-copy] [--reliability] [--fresh] [--no-cap] [--perfect] [--no-shadow] [--no-context] [--max-loss X] [--loss-grant X] [--loss-prefill X] [--sure-miss X] [--sure-cap X] [--trace PROMPT_ID] [--read-block N] [--size-reads-alone] [--linear-reads] results.json...\n");
     return 2;
   }
   // Every recording is read and checked before any work: replaying needs the tokens
