@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -50,9 +51,12 @@ struct EngineConfig {
   int32_t max_tree = 64;             // largest verification tree the contexts accept
   std::string index_path;            // corpus datastore for rest / graft ("" = none)
   int32_t history_tokens = 1 << 20;  // capacity of the cross-request history index
-  // Keep the KV cache of a prompt prefix shared with the previous request. Off by
-  // default: batched and single-token kernels round differently, so a reused prefix
-  // can flip a near-tie and the same request would not always give the same output.
+  // Keep the KV cache of a prompt prefix shared with the previous request (of this
+  // engine, or of this slot in an EngineGroup): a chat's next turn, which repeats the
+  // conversation so far, then prefills only its new tokens (llama-server's
+  // cache_prompt; `graft serve --cache-prompt`). Off by default: batched and
+  // single-token kernels round differently, so a reused prefix can flip a near-tie and
+  // the same request would not always give the same output.
   bool reuse_prefix = false;
   // Where graft's cost profiles are cached (graft/cost_profile.h); "" = the default
   // ($GRAFT_PROFILE_DIR, else ~/.cache/graft/profiles).
@@ -146,6 +150,9 @@ struct SourceCounts {
 
 struct GenerationStats {
   int32_t n_prompt = 0;
+  // Of those, the prompt's first tokens whose cache was kept from the request before
+  // (EngineConfig::reuse_prefix): not prefilled again.
+  int32_t n_prompt_cached = 0;
   int32_t n_generated = 0;
   int32_t n_passes = 0;          // target verification passes (prefill excluded)
   int64_t n_draft_passes = 0;    // draft-model decode calls
@@ -190,7 +197,8 @@ struct GenerationStats {
     const int64_t p = n_drafted + n_grafted;
     return p ? static_cast<double>(n_accepted) / p : 0;
   }
-  double prefill_tps() const { return t_prefill_ms > 0 ? n_prompt * 1000.0 / t_prefill_ms : 0; }
+  // Prompt tokens prefilled per second (the cached ones were not).
+  double prefill_tps() const { return t_prefill_ms > 0 ? (n_prompt - n_prompt_cached) * 1000.0 / t_prefill_ms : 0; }
   double decode_tps() const { return t_decode_ms > 0 ? n_generated * 1000.0 / t_decode_ms : 0; }
 };
 
@@ -298,6 +306,12 @@ class EngineGroup {
 
   // Cost profile of every slot (Engine::PrepareCostProfile); ms spent measuring.
   double PrepareCostProfile();
+
+  // How many of `prompt`'s first tokens a request started now on free slot `slot`
+  // would find in its cache (EngineConfig::reuse_prefix; 0 without it, or when the
+  // slot is busy): what a scheduler looks at to send a conversation's next turn back
+  // to the slot that holds its start. O(common prefix).
+  int32_t CachedPrefix(int32_t slot, std::span<const Token> prompt) const;
 
   // Engine::SaveLearned for the whole group: the state the slots were made with, plus
   // what each slot has learnt since.

@@ -117,16 +117,22 @@ struct Engine::State : EngineState {
     f.result.stats.n_prompt = static_cast<int32_t>(f.req.prompt.size());
     f.result.stats.stop_reason = "length";
     calibration.BeginRequest();
-    const std::vector<Token>& prompt = f.req.prompt;
-    size_t common = 0;
-    if (config.reuse_prefix) {
-      const size_t limit = std::min(tctx_tokens.size(), prompt.size() - 1);
-      while (common < limit && tctx_tokens[common] == prompt[common]) ++common;
-    }
-    if (static_cast<int32_t>(common) < tctx->n_past(lane)) tctx->Truncate(static_cast<int32_t>(common), lane);
-    if (dctx && static_cast<int32_t>(common) < dctx->n_past(lane)) dctx->Truncate(static_cast<int32_t>(common), lane);
+    const int32_t common = CachedPrefix(f.req.prompt);
+    if (common < tctx->n_past(lane)) tctx->Truncate(common, lane);
+    if (dctx && common < dctx->n_past(lane)) dctx->Truncate(common, lane);
     tctx_tokens.resize(tctx->n_past(lane));
+    f.result.stats.n_prompt_cached = tctx->n_past(lane);
     f.t0 = std::chrono::steady_clock::now();
+  }
+
+  // The prompt's first tokens that this lane's cache holds and a request would keep
+  // (config.reuse_prefix): all but the last, which is the first tree's root.
+  int32_t CachedPrefix(std::span<const Token> prompt) const {
+    if (!config.reuse_prefix || prompt.empty()) return 0;
+    const size_t limit = std::min(tctx_tokens.size(), prompt.size() - 1);
+    size_t common = 0;
+    while (common < limit && tctx_tokens[common] == prompt[common]) ++common;
+    return static_cast<int32_t>(common);
   }
 
   // Prompt tokens still to prefill: all but the last, which is the first tree's root.
@@ -532,6 +538,11 @@ void EngineGroup::Start(int32_t slot, GenerateRequest request, const DecodeOptio
   GRAFT_CHECK(!e.s_->flight, "slot " + std::to_string(slot) + " is busy");
   e.Validate(options);
   e.s_->Start(std::move(request), options);
+}
+
+int32_t EngineGroup::CachedPrefix(int32_t slot, std::span<const Token> prompt) const {
+  const Engine::State& s = *engines_.at(slot)->s_;
+  return s.flight ? 0 : s.CachedPrefix(prompt);
 }
 
 void EngineGroup::Fail(int32_t slot, const std::string& error, std::vector<Finished>* done) {

@@ -585,6 +585,55 @@ TEST(EngineGroupTest, StreamsEqualTheirSingleEngineOutputs) {
   printf("[group] %zu requests on 3 slots: %d steps for %d target passes\n", n, steps, passes);
 }
 
+// Prompt caching in a group (EngineConfig::reuse_prefix, `graft serve --cache-prompt`):
+// a conversation's next turn, which repeats the first turn's prompt and answer, finds
+// them in the cache of the slot that served the first turn and nowhere else, prefills
+// only what is new, and gives what an uncached engine gives (the tiny F32 target has no
+// near-tie flips). Without the option nothing is kept.
+TEST(EngineGroupTest, ANextTurnFindsItsFirstTurnInItsSlotsCache) {
+  auto target = Model::Load(ModelPath("tiny-target.gguf"));
+  const std::vector<std::string> texts = SpecBenchPrompts(1);
+  ASSERT_GE(texts.size(), 2u);
+  GenerateRequest first;
+  first.prompt = Encode(*target, texts[0]);
+  if (first.prompt.size() > 200) first.prompt.resize(200);
+  first.n_predict = 12;
+  for (const bool cache : {true, false}) {
+    EngineConfig cfg{.n_ctx = 1024, .max_tree = 16};
+    cfg.reuse_prefix = cache;
+    EngineGroup group(*target, nullptr, cfg, {.slots = 2, .prefill_chunk = 64});
+    const auto run = [&](int32_t slot, const GenerateRequest& req) {
+      group.Start(slot, req, DecodeOptions{.method = Method::kSuffix, .tree_budget = 8});
+      GenerateResult out;
+      for (int steps = 0; !group.idle(); ++steps) {
+        for (EngineGroup::Finished& f : group.Step()) out = std::move(f.result);
+        if (steps > 1000) ADD_FAILURE() << "no end";
+      }
+      return out;
+    };
+    const GenerateResult a = run(1, first);
+    ASSERT_EQ(a.stats.stop_reason, "length");
+    EXPECT_EQ(a.stats.n_prompt_cached, 0);
+    GenerateRequest next;
+    next.prompt = first.prompt;
+    next.prompt.insert(next.prompt.end(), a.tokens.begin(), a.tokens.end());
+    const std::vector<Token> more = Encode(*target, texts[1]);
+    next.prompt.insert(next.prompt.end(), more.begin(), more.begin() + std::min<size_t>(more.size(), 40));
+    next.n_predict = 12;
+    // The cache holds the prompt and every answer token but the last (emitted, never
+    // evaluated); the other slot holds nothing.
+    const int32_t held = static_cast<int32_t>(first.prompt.size() + a.tokens.size()) - 1;
+    EXPECT_EQ(group.CachedPrefix(1, next.prompt), cache ? held : 0);
+    EXPECT_EQ(group.CachedPrefix(0, next.prompt), 0);
+    const GenerateResult b = run(1, next);
+    EXPECT_EQ(b.stats.n_prompt_cached, cache ? held : 0);
+    EXPECT_EQ(b.stats.n_prompt, static_cast<int32_t>(next.prompt.size()));
+    Engine alone(*target, nullptr, EngineConfig{.n_ctx = 1024, .max_tree = 16});
+    EXPECT_EQ(b.tokens, alone.Generate(next, DecodeOptions{.method = Method::kAr, .learn = false}).tokens)
+        << "cache " << cache;
+  }
+}
+
 // Drafts batched across requests: four drafting requests on four slots, with the
 // target as its own draft (so nearly every drafted token is accepted, and a draft cache
 // that lost track of its lane's tokens would show at once). Every stream equals its

@@ -66,6 +66,7 @@ std::unique_ptr<Proposer> MakeProposer(EngineState& es, Method m) { return Info(
 
 void GenerationStats::Add(const GenerationStats& b) {
   n_prompt += b.n_prompt;
+  n_prompt_cached += b.n_prompt_cached;
   n_generated += b.n_generated;
   n_passes += b.n_passes;
   n_draft_passes += b.n_draft_passes;

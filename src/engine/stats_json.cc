@@ -17,6 +17,7 @@ nlohmann::json PerSourceJson(const GenerationStats& st) {
 nlohmann::json StatsToJson(const GenerationStats& st, Method m) {
   return {{"method", MethodName(m)},
           {"prompt_tokens", st.n_prompt},
+          {"prompt_tokens_cached", st.n_prompt_cached},
           {"new_tokens", st.n_generated},
           {"prefill_tokens_per_s", st.prefill_tps()},
           {"decode_tokens_per_s", st.decode_tps()},

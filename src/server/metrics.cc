@@ -23,6 +23,7 @@ void Metrics::CountGeneration(const GenerationStats& st, Method m, const std::st
   std::lock_guard lk(mu_);
   ++finish_[{MethodName(m), finish}];
   prompt_tokens_ += st.n_prompt;
+  prompt_tokens_cached_ += st.n_prompt_cached;
   generated_tokens_ += st.n_generated;
   target_passes_ += st.n_passes;
   draft_passes_ += st.n_draft_passes;
@@ -87,6 +88,8 @@ std::string Metrics::Render(const QueueGauges& g) const {
   o << "graft_requests_rejected_total " << rejected_ << '\n';
   Header(o, "graft_prompt_tokens_total", "counter", "prompt tokens of generations");
   o << "graft_prompt_tokens_total " << prompt_tokens_ << '\n';
+  Header(o, "graft_prompt_tokens_cached_total", "counter", "of those, tokens whose cache a slot kept (--cache-prompt)");
+  o << "graft_prompt_tokens_cached_total " << prompt_tokens_cached_ << '\n';
   Header(o, "graft_generated_tokens_total", "counter", "tokens generated");
   o << "graft_generated_tokens_total " << generated_tokens_ << '\n';
   Header(o, "graft_target_passes_total", "counter", "target verification passes (prefill excluded)");

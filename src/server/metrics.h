@@ -48,6 +48,7 @@ class Metrics {
   int64_t dropped_ = 0;           // cancelled while queued
   int64_t rejected_ = 0;          // queue full
   int64_t prompt_tokens_ = 0;
+  int64_t prompt_tokens_cached_ = 0;
   int64_t generated_tokens_ = 0;
   int64_t target_passes_ = 0;     // verification passes, for the overall tau
   int64_t draft_passes_ = 0;

@@ -263,13 +263,12 @@ ParsedRequest ParseRequest(const std::string& text, Endpoint endpoint, const Req
 
 nlohmann::json GraftStatsJson(const GenerationStats& st, Method m) { return StatsToJson(st, m); }
 
-namespace {
 json UsageJson(const Usage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
-}  // namespace
 
 nlohmann::json CompletionJson(const ResponseMeta& meta, const std::string& text, const std::string& finish_reason,
                               const Usage& usage, const nlohmann::json& graft_stats) {

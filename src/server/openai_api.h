@@ -69,7 +69,12 @@ struct ResponseMeta {
 struct Usage {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
+  int32_t cached_tokens = 0;  // prompt tokens whose cache was kept (--cache-prompt), not prefilled
 };
+
+// OpenAI's usage object: prompt, completion and total tokens, and
+// prompt_tokens_details.cached_tokens.
+nlohmann::json UsageJson(const Usage& u);
 
 // Our `graft` stats object: method, tau, acceptance, passes, per-source counts.
 nlohmann::json GraftStatsJson(const GenerationStats& st, Method m);

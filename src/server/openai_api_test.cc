@@ -142,6 +142,11 @@ TEST(OpenAiApiTest, ResponseShapes) {
   EXPECT_EQ(full["choices"][0]["message"]["content"], "hello");
   EXPECT_EQ(full["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(full["usage"]["total_tokens"], 7);
+  EXPECT_EQ(full["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  // --cache-prompt: OpenAI's field for the prompt tokens a cache already held.
+  EXPECT_EQ(CompletionJson(meta, "hi", "stop", {5, 2, 3}, json::object())["usage"]["prompt_tokens_details"]
+                          ["cached_tokens"],
+            3);
   json first = ChunkJson(meta, "", true, std::nullopt);
   EXPECT_EQ(first["object"], "chat.completion.chunk");
   EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");

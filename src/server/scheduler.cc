@@ -44,6 +44,7 @@ Scheduler::Scheduler(const Model& target, std::unique_ptr<EngineGroup> group, in
     : target_(target), group_(std::move(group)), queue_max_(queue_max), metrics_(metrics) {
   GRAFT_CHECK(group_ != nullptr && group_->slots() >= 1, "a scheduler needs an engine group");
   slots_.resize(group_->slots());
+  started_.assign(group_->slots(), 0);
   loop_ = std::thread([this] { Loop(); });
 }
 
@@ -103,8 +104,12 @@ void Scheduler::Loop() {
       std::unique_lock lk(mu_);
       cv_.wait(lk, [&] { return stopping_ || !queue_.empty() || !group_->idle(); });
       if (stopping_ && group_->idle()) break;  // Shutdown finishes what is still queued
-      for (int32_t s = 0; s < static_cast<int32_t>(slots_.size()) && !queue_.empty() && !stopping_; ++s) {
-        if (slots_[s] || group_->busy(s)) continue;
+      std::vector<bool> taken(slots_.size(), false);
+      while (!queue_.empty() && !stopping_) {
+        const int32_t s = PickSlot(queue_.front()->request.prompt, taken);
+        if (s < 0) break;
+        taken[s] = true;
+        started_[s] = ++starts_;
         joining.emplace_back(s, std::move(queue_.front()));
         queue_.pop_front();
         running_.push_back(joining.back().second);
@@ -126,6 +131,17 @@ void Scheduler::Loop() {
     if (group_->idle()) SaveLearned();
   }
   SaveLearned();
+}
+
+int32_t Scheduler::PickSlot(std::span<const Token> prompt, const std::vector<bool>& taken) const {
+  int32_t best = -1, stalest = -1, best_common = 0;
+  for (int32_t s = 0; s < static_cast<int32_t>(slots_.size()); ++s) {
+    if (taken[s] || slots_[s] || group_->busy(s)) continue;
+    const int32_t common = group_->CachedPrefix(s, prompt);
+    if (common > best_common) best = s, best_common = common;
+    if (stalest < 0 || started_[s] < started_[stalest]) stalest = s;
+  }
+  return best >= 0 && 2 * static_cast<size_t>(best_common) >= prompt.size() ? best : stalest;
 }
 
 void Scheduler::Begin(int32_t slot, const std::shared_ptr<Job>& job) {

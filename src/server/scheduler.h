@@ -17,6 +17,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -71,6 +72,13 @@ class Scheduler {
  private:
   struct Running;  // a job on a slot: its text stream and timings
   void Loop();
+  // The free slot (not busy, not in `taken`) for a job with `prompt`, or -1 when none
+  // is free. With prompt caching (EngineConfig::reuse_prefix) the slot whose cache
+  // holds the longest prefix of the prompt, when that is at least half of it: a
+  // conversation's next turn goes back to the slot that holds its start (llama-server's
+  // --slot-prompt-similarity 0.5). Otherwise the slot started least recently, whose
+  // cache is the stalest. O(slots x common prefix).
+  int32_t PickSlot(std::span<const Token> prompt, const std::vector<bool>& taken) const;
   // Starts `job` on free slot `slot` (or finishes it when it was cancelled or the
   // group refuses it).
   void Begin(int32_t slot, const std::shared_ptr<Job>& job);
@@ -86,6 +94,8 @@ class Scheduler {
   Metrics* metrics_;
   std::vector<std::unique_ptr<Running>> slots_;  // [slot], null = free; touched by the loop only
   bool learned_dirty_ = false;                   // requests finished since the last SaveLearned (loop only)
+  std::vector<uint64_t> started_;                // [slot]: when its last job started, in starts (loop only)
+  uint64_t starts_ = 0;                          // jobs started so far (loop only)
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

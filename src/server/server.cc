@@ -210,6 +210,7 @@ struct Server::Impl {
     }
     Usage u = usage;
     u.completion_tokens = job->stats.n_generated;
+    u.cached_tokens = job->stats.n_prompt_cached;
     SendJson(res, 200, CompletionJson(meta, job->text, job->finish_reason, u, GraftStatsJson(job->stats, job->options.method)));
   }
 
@@ -251,9 +252,9 @@ struct Server::Impl {
         } else {
           Usage u = usage;
           u.completion_tokens = stats.n_generated;
+          u.cached_tokens = stats.n_prompt_cached;
           json last = ChunkJson(meta, "", false, finish);
-          last["usage"] = {{"prompt_tokens", u.prompt_tokens}, {"completion_tokens", u.completion_tokens},
-                           {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+          last["usage"] = UsageJson(u);
           last["graft"] = GraftStatsJson(stats, job->options.method);
           out += SseEvent(last);
           if (include_usage) {

@@ -562,6 +562,37 @@ def main():
         check(f"stream ended on shutdown ({how if ok else 'badly'})", ok, how)
 
     run_case("queue full / shutdown", queue_full_and_shutdown)
+
+    # --cache-prompt: a conversation's next turns go back to the slot that served its
+    # first turn, past another request that took the other slot in between (the third
+    # turn's slot is not the least recently used one), and find the turns before in its
+    # cache (OpenAI's usage.prompt_tokens_details).
+    def cache_prompt():
+        cached = ServerProcess(graft, models, ["--parallel", "2", "--cache-prompt", "--method", "ar"])
+        try:
+            c = cached.client()
+            first = " ".join(PROMPTS) + " " + " ".join(reversed(PROMPTS))
+
+            def complete(prompt):
+                return c.completions.create(model="tiny-target", prompt=prompt, max_tokens=8, temperature=0)
+
+            r1 = complete(first)
+            r2 = complete(PROMPTS[1])
+            second = first + r1.choices[0].text + " And then?"
+            r3 = complete(second)
+            r4 = complete(second + r3.choices[0].text + " Go on.")
+            got = [r.usage.prompt_tokens_details.cached_tokens for r in (r1, r2, r3, r4)]
+            check("a first turn finds nothing cached", got[0] == 0 and got[1] < r2.usage.prompt_tokens / 2, got)
+            check(f"the next turn finds its first turn in its slot ({got[2]} of {r3.usage.prompt_tokens} tokens)",
+                  got[2] >= r1.usage.prompt_tokens - 1 and got[2] < r3.usage.prompt_tokens, got)
+            check(f"and the third its second ({got[3]} of {r4.usage.prompt_tokens} tokens)",
+                  got[3] >= r3.usage.prompt_tokens - 1 and got[3] < r4.usage.prompt_tokens, got)
+            check("the metric counts them", cached.metric("graft_prompt_tokens_cached_total") == sum(got),
+                  cached.metric("graft_prompt_tokens_cached_total"))
+        finally:
+            cached.stop()
+
+    run_case("cache prompt", cache_prompt)
     print(f"elapsed {time.time() - t0:.1f}s")
     print(f"{RESULTS['passed']} passed, {RESULTS['failed']} failed")
     return 0 if RESULTS["failed"] == 0 else 1

@@ -29,6 +29,7 @@ struct ServeFlags {
   int64_t max_body_bytes = 1 << 20;
   int32_t max_budget = 0;  // 0: 64, or less so that every slot's tree fits llama.cpp's 256 sequences
   int32_t prefill_chunk = 256;
+  bool cache_prompt = false;
   std::vector<std::string> aliases;
 };
 
@@ -101,6 +102,7 @@ int RunServe(const ServeFlags& f) {
   go.prefill_chunk = f.prefill_chunk;
   EngineConfig ec = MakeEngineConfig(f.models, max_budget);
   ec.learned_state = f.learned.PathFor(f.models, *lm.target, lm.draft.get());
+  ec.reuse_prefix = f.cache_prompt;
   auto engines = std::make_unique<EngineGroup>(*lm.target, lm.draft.get(), ec, go);
   engines->engine(0).Validate(defaults);
   if (signals.fired()) return 0;
@@ -175,6 +177,11 @@ void AddServeCommand(CLI::App& app, std::function<int()>* run) {
       ->capture_default_str();
   sub->add_option("--max-budget", flags->max_budget, "largest graft.budget a request may ask for (sizes the contexts; 0 = min(64, 256 / --parallel))")
       ->capture_default_str();
+  sub->add_flag("--cache-prompt", flags->cache_prompt,
+               "keep each slot's KV cache after a request and send a prompt that starts with a slot's cached "
+               "tokens (at least half of it) back to that slot: a chat's next turn prefills only its new "
+               "tokens (llama-server's cache_prompt). A kept prefix was computed in other batches, so an "
+               "output can part from an uncached run's at a near-tie");
   sub->add_option("--alias", flags->aliases, "extra names listed for the model in /v1/models (repeatable; requests may name any model)");
   sub->callback([flags, run] { *run = [flags] { return RunServe(*flags); }; });
 }
