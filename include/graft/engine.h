@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -141,6 +142,9 @@ struct GenerateRequest {
   // Polled between prefill chunks (n_batch tokens): return true to stop before the
   // first token (stop_reason "cancelled"). May be empty.
   std::function<bool()> cancelled;
+  // Keep the cache of the prompt prefix this request shares with the one before it on
+  // its engine or slot (llama-server's cache_prompt); unset = EngineConfig::reuse_prefix.
+  std::optional<bool> reuse_prefix;
 };
 
 struct SourceCounts {
@@ -307,10 +311,11 @@ class EngineGroup {
   // Cost profile of every slot (Engine::PrepareCostProfile); ms spent measuring.
   double PrepareCostProfile();
 
-  // How many of `prompt`'s first tokens a request started now on free slot `slot`
-  // would find in its cache (EngineConfig::reuse_prefix; 0 without it, or when the
-  // slot is busy): what a scheduler looks at to send a conversation's next turn back
-  // to the slot that holds its start. O(common prefix).
+  // How many of `prompt`'s first tokens free slot `slot` holds in its cache, all but
+  // the last at most (0 when the slot is busy): what a request started there now keeps
+  // when it reuses its prefix (GenerateRequest::reuse_prefix), and what a scheduler
+  // looks at to send a conversation's next turn back to the slot that holds its start.
+  // O(common prefix).
   int32_t CachedPrefix(int32_t slot, std::span<const Token> prompt) const;
 
   // Engine::SaveLearned for the whole group: the state the slots were made with, plus

@@ -117,7 +117,7 @@ struct Engine::State : EngineState {
     f.result.stats.n_prompt = static_cast<int32_t>(f.req.prompt.size());
     f.result.stats.stop_reason = "length";
     calibration.BeginRequest();
-    const int32_t common = CachedPrefix(f.req.prompt);
+    const int32_t common = f.req.reuse_prefix.value_or(config.reuse_prefix) ? CachedPrefix(f.req.prompt) : 0;
     if (common < tctx->n_past(lane)) tctx->Truncate(common, lane);
     if (dctx && common < dctx->n_past(lane)) dctx->Truncate(common, lane);
     tctx_tokens.resize(tctx->n_past(lane));
@@ -125,10 +125,10 @@ struct Engine::State : EngineState {
     f.t0 = std::chrono::steady_clock::now();
   }
 
-  // The prompt's first tokens that this lane's cache holds and a request would keep
-  // (config.reuse_prefix): all but the last, which is the first tree's root.
+  // The prompt's first tokens that this lane's cache holds, all but the last (the first
+  // tree's root): what a request that reuses its prefix keeps.
   int32_t CachedPrefix(std::span<const Token> prompt) const {
-    if (!config.reuse_prefix || prompt.empty()) return 0;
+    if (prompt.empty()) return 0;
     const size_t limit = std::min(tctx_tokens.size(), prompt.size() - 1);
     size_t common = 0;
     while (common < limit && tctx_tokens[common] == prompt[common]) ++common;

@@ -585,11 +585,12 @@ TEST(EngineGroupTest, StreamsEqualTheirSingleEngineOutputs) {
   printf("[group] %zu requests on 3 slots: %d steps for %d target passes\n", n, steps, passes);
 }
 
-// Prompt caching in a group (EngineConfig::reuse_prefix, `graft serve --cache-prompt`):
-// a conversation's next turn, which repeats the first turn's prompt and answer, finds
-// them in the cache of the slot that served the first turn and nowhere else, prefills
-// only what is new, and gives what an uncached engine gives (the tiny F32 target has no
-// near-tie flips). Without the option nothing is kept.
+// Prompt caching in a group (GenerateRequest::reuse_prefix, by default
+// EngineConfig::reuse_prefix; the server's cache_prompt): a conversation's next turn,
+// which repeats the first turn's prompt and answer, finds them in the cache of the slot
+// that served the first turn and nowhere else, prefills only what is new when it reuses
+// its prefix, and gives what an uncached engine gives (the tiny F32 target has no
+// near-tie flips). A request that does not reuse keeps nothing.
 TEST(EngineGroupTest, ANextTurnFindsItsFirstTurnInItsSlotsCache) {
   auto target = Model::Load(ModelPath("tiny-target.gguf"));
   const std::vector<std::string> texts = SpecBenchPrompts(1);
@@ -598,9 +599,14 @@ TEST(EngineGroupTest, ANextTurnFindsItsFirstTurnInItsSlotsCache) {
   first.prompt = Encode(*target, texts[0]);
   if (first.prompt.size() > 200) first.prompt.resize(200);
   first.n_predict = 12;
-  for (const bool cache : {true, false}) {
+  struct Mode {
+    bool config;                // EngineConfig::reuse_prefix
+    std::optional<bool> asks;   // the next turn's GenerateRequest::reuse_prefix
+  };
+  for (const Mode mode : {Mode{true, {}}, Mode{false, {}}, Mode{false, true}, Mode{true, false}}) {
+    const bool cache = mode.asks.value_or(mode.config);
     EngineConfig cfg{.n_ctx = 1024, .max_tree = 16};
-    cfg.reuse_prefix = cache;
+    cfg.reuse_prefix = mode.config;
     EngineGroup group(*target, nullptr, cfg, {.slots = 2, .prefill_chunk = 64});
     const auto run = [&](int32_t slot, const GenerateRequest& req) {
       group.Start(slot, req, DecodeOptions{.method = Method::kSuffix, .tree_budget = 8});
@@ -620,10 +626,11 @@ TEST(EngineGroupTest, ANextTurnFindsItsFirstTurnInItsSlotsCache) {
     const std::vector<Token> more = Encode(*target, texts[1]);
     next.prompt.insert(next.prompt.end(), more.begin(), more.begin() + std::min<size_t>(more.size(), 40));
     next.n_predict = 12;
+    next.reuse_prefix = mode.asks;
     // The cache holds the prompt and every answer token but the last (emitted, never
     // evaluated); the other slot holds nothing.
     const int32_t held = static_cast<int32_t>(first.prompt.size() + a.tokens.size()) - 1;
-    EXPECT_EQ(group.CachedPrefix(1, next.prompt), cache ? held : 0);
+    EXPECT_EQ(group.CachedPrefix(1, next.prompt), held);
     EXPECT_EQ(group.CachedPrefix(0, next.prompt), 0);
     const GenerateResult b = run(1, next);
     EXPECT_EQ(b.stats.n_prompt_cached, cache ? held : 0);

@@ -253,6 +253,8 @@ ParsedRequest ParseRequest(const std::string& text, Endpoint endpoint, const Req
   }
   ParseStop(body, policy, &out);
   if (const json* s = Field(body, "stream")) out.stream = Bool(*s, "stream");
+  out.cache_prompt = policy.cache_prompt;
+  if (const json* c = Field(body, "cache_prompt")) out.cache_prompt = Bool(*c, "cache_prompt");
   if (const json* so = Field(body, "stream_options")) {
     if (!so->is_object()) Fail("stream_options", "'stream_options' must be an object", "invalid_type");
     if (const json* u = Field(*so, "include_usage")) out.include_usage = Bool(*u, "stream_options.include_usage");

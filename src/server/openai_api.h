@@ -38,6 +38,7 @@ struct RequestPolicy {
   int32_t max_budget = 64;               // largest graft.budget (the engines' tree limit)
   size_t max_stop = 16;                  // stop sequences per request
   size_t max_stop_bytes = 256;           // bytes per stop sequence
+  bool cache_prompt = false;             // a request's cache_prompt when it gives none (--cache-prompt)
 };
 
 struct ParsedRequest {
@@ -51,6 +52,9 @@ struct ParsedRequest {
   std::vector<std::string> stop;       // non-empty strings
   bool stream = false;
   bool include_usage = false;          // stream_options.include_usage
+  // llama-server's cache_prompt: keep the cache of the prompt prefix a slot already
+  // holds (GenerateRequest::reuse_prefix); the policy's default when absent.
+  bool cache_prompt = false;
 };
 
 // Parses and validates a request body. Throws ApiError (4xx) naming the offending

@@ -39,6 +39,13 @@ TEST(OpenAiApiTest, CompletionDefaultsFromPolicy) {
   EXPECT_EQ(r.sampling.seed, 42u);
   EXPECT_FALSE(r.stream);
   EXPECT_TRUE(r.stop.empty());
+  EXPECT_FALSE(r.cache_prompt);
+  // llama-server's cache_prompt, defaulting to the server's --cache-prompt.
+  RequestPolicy cached = Policy();
+  cached.cache_prompt = true;
+  EXPECT_TRUE(ParseRequest(R"({"prompt": "hi"})", Endpoint::kCompletions, cached).cache_prompt);
+  EXPECT_FALSE(ParseRequest(R"({"prompt": "hi", "cache_prompt": false})", Endpoint::kCompletions, cached).cache_prompt);
+  EXPECT_TRUE(ParseRequest(R"({"prompt": "hi", "cache_prompt": true})", Endpoint::kCompletions, Policy()).cache_prompt);
 }
 
 TEST(OpenAiApiTest, CompletionAllOptions) {
@@ -108,6 +115,7 @@ TEST(OpenAiApiTest, BadInputNamesTheParameter) {
       {R"({"prompt": "x", "stop": 3})", Endpoint::kCompletions, 400, "stop"},
       {R"({"prompt": "x", "stop": [""]})", Endpoint::kCompletions, 400, "stop"},
       {R"({"prompt": "x", "stream": "yes"})", Endpoint::kCompletions, 400, "stream"},
+      {R"({"prompt": "x", "cache_prompt": 1})", Endpoint::kCompletions, 400, "cache_prompt"},
       {R"({"prompt": "x", "temperature": 1e309})", Endpoint::kCompletions, 400, "temperature"},
       {R"({"prompt": "x", "graft": {"budget": -1e400}})", Endpoint::kCompletions, 400, "graft.budget"},
       {R"({"prompt": "x", "max_tokens": 99999999999999999999999})", Endpoint::kCompletions, 400, "max_tokens"},

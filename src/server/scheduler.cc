@@ -106,7 +106,7 @@ void Scheduler::Loop() {
       if (stopping_ && group_->idle()) break;  // Shutdown finishes what is still queued
       std::vector<bool> taken(slots_.size(), false);
       while (!queue_.empty() && !stopping_) {
-        const int32_t s = PickSlot(queue_.front()->request.prompt, taken);
+        const int32_t s = PickSlot(queue_.front()->request, taken);
         if (s < 0) break;
         taken[s] = true;
         started_[s] = ++starts_;
@@ -133,11 +133,13 @@ void Scheduler::Loop() {
   SaveLearned();
 }
 
-int32_t Scheduler::PickSlot(std::span<const Token> prompt, const std::vector<bool>& taken) const {
+int32_t Scheduler::PickSlot(const GenerateRequest& request, const std::vector<bool>& taken) const {
+  const std::vector<Token>& prompt = request.prompt;
+  const bool reuse = request.reuse_prefix.value_or(false);
   int32_t best = -1, stalest = -1, best_common = 0;
   for (int32_t s = 0; s < static_cast<int32_t>(slots_.size()); ++s) {
     if (taken[s] || slots_[s] || group_->busy(s)) continue;
-    const int32_t common = group_->CachedPrefix(s, prompt);
+    const int32_t common = reuse ? group_->CachedPrefix(s, prompt) : 0;
     if (common > best_common) best = s, best_common = common;
     if (stalest < 0 || started_[s] < started_[stalest]) stalest = s;
   }

@@ -72,13 +72,13 @@ class Scheduler {
  private:
   struct Running;  // a job on a slot: its text stream and timings
   void Loop();
-  // The free slot (not busy, not in `taken`) for a job with `prompt`, or -1 when none
-  // is free. With prompt caching (EngineConfig::reuse_prefix) the slot whose cache
-  // holds the longest prefix of the prompt, when that is at least half of it: a
-  // conversation's next turn goes back to the slot that holds its start (llama-server's
-  // --slot-prompt-similarity 0.5). Otherwise the slot started least recently, whose
-  // cache is the stalest. O(slots x common prefix).
-  int32_t PickSlot(std::span<const Token> prompt, const std::vector<bool>& taken) const;
+  // The free slot (not busy, not in `taken`) for `request`, or -1 when none is free.
+  // For a request that reuses its prompt's cache (GenerateRequest::reuse_prefix, the
+  // API's cache_prompt) the slot whose cache holds the longest prefix of the prompt,
+  // when that is at least half of it: a conversation's next turn goes back to the slot
+  // that holds its start (llama-server's --slot-prompt-similarity 0.5). Otherwise the
+  // slot started least recently, whose cache is the stalest. O(slots x common prefix).
+  int32_t PickSlot(const GenerateRequest& request, const std::vector<bool>& taken) const;
   // Starts `job` on free slot `slot` (or finishes it when it was cancelled or the
   // group refuses it).
   void Begin(int32_t slot, const std::shared_ptr<Job>& job);

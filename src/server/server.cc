@@ -174,6 +174,7 @@ struct Server::Impl {
     job->request.prompt = Encode(p);
     job->request.n_predict = p.max_tokens;
     job->request.sampling = p.sampling;
+    job->request.reuse_prefix = p.cache_prompt;
     job->options = p.decode;
     job->stop = p.stop;
     switch (scheduler->Submit(job)) {

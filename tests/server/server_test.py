@@ -573,8 +573,9 @@ def main():
             c = cached.client()
             first = " ".join(PROMPTS) + " " + " ".join(reversed(PROMPTS))
 
-            def complete(prompt):
-                return c.completions.create(model="tiny-target", prompt=prompt, max_tokens=8, temperature=0)
+            def complete(prompt, **extra):
+                return c.completions.create(model="tiny-target", prompt=prompt, max_tokens=8, temperature=0,
+                                            extra_body=extra)
 
             r1 = complete(first)
             r2 = complete(PROMPTS[1])
@@ -589,8 +590,25 @@ def main():
                   got[3] >= r3.usage.prompt_tokens - 1 and got[3] < r4.usage.prompt_tokens, got)
             check("the metric counts them", cached.metric("graft_prompt_tokens_cached_total") == sum(got),
                   cached.metric("graft_prompt_tokens_cached_total"))
+            r5 = complete(second + r3.choices[0].text + " Go on.", cache_prompt=False)
+            check("cache_prompt false keeps nothing", r5.usage.prompt_tokens_details.cached_tokens == 0,
+                  r5.usage.model_dump())
         finally:
             cached.stop()
+        # Without the flag a request that says cache_prompt (as llama-server's clients do) still reuses.
+        plain = ServerProcess(graft, models, ["--parallel", "2", "--method", "ar"])
+        try:
+            c = plain.client()
+            a = c.completions.create(model="tiny-target", prompt=first, max_tokens=8, temperature=0)
+            nxt = first + a.choices[0].text + " And then?"
+            b = c.completions.create(model="tiny-target", prompt=nxt, max_tokens=8, temperature=0,
+                                     extra_body={"cache_prompt": True})
+            d = c.completions.create(model="tiny-target", prompt=nxt, max_tokens=8, temperature=0)
+            got = [r.usage.prompt_tokens_details.cached_tokens for r in (a, b, d)]
+            check("without the flag only cache_prompt true reuses",
+                  got[0] == 0 and got[1] >= a.usage.prompt_tokens - 1 and got[2] == 0, got)
+        finally:
+            plain.stop()
 
     run_case("cache prompt", cache_prompt)
     print(f"elapsed {time.time() - t0:.1f}s")

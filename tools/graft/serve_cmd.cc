@@ -102,7 +102,7 @@ int RunServe(const ServeFlags& f) {
   go.prefill_chunk = f.prefill_chunk;
   EngineConfig ec = MakeEngineConfig(f.models, max_budget);
   ec.learned_state = f.learned.PathFor(f.models, *lm.target, lm.draft.get());
-  ec.reuse_prefix = f.cache_prompt;
+  ec.reuse_prefix = f.cache_prompt;  // each request says (cache_prompt), with this default
   auto engines = std::make_unique<EngineGroup>(*lm.target, lm.draft.get(), ec, go);
   engines->engine(0).Validate(defaults);
   if (signals.fired()) return 0;
@@ -128,6 +128,7 @@ int RunServe(const ServeFlags& f) {
   so.policy.default_max_tokens = std::min(f.default_max_tokens, f.max_tokens_limit);
   so.policy.max_tokens_limit = f.max_tokens_limit;
   so.policy.max_budget = max_budget;
+  so.policy.cache_prompt = f.cache_prompt;
 
   server::Server srv(*lm.target, std::move(engines), so);
   const int port = srv.Bind();
@@ -178,8 +179,9 @@ void AddServeCommand(CLI::App& app, std::function<int()>* run) {
   sub->add_option("--max-budget", flags->max_budget, "largest graft.budget a request may ask for (sizes the contexts; 0 = min(64, 256 / --parallel))")
       ->capture_default_str();
   sub->add_flag("--cache-prompt", flags->cache_prompt,
-               "keep each slot's KV cache after a request and send a prompt that starts with a slot's cached "
-               "tokens (at least half of it) back to that slot: a chat's next turn prefills only its new "
+               "requests reuse the KV cache of a prompt prefix a slot holds unless they say "
+               "\"cache_prompt\": false (without the flag only those that say true do): a prompt whose first "
+               "half or more a free slot holds goes to that slot, so a chat's next turn prefills only its new "
                "tokens (llama-server's cache_prompt). A kept prefix was computed in other batches, so an "
                "output can part from an uncached run's at a near-tie");
   sub->add_option("--alias", flags->aliases, "extra names listed for the model in /v1/models (repeatable; requests may name any model)");
