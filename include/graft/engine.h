@@ -155,7 +155,7 @@ struct SourceCounts {
 struct GenerationStats {
   int32_t n_prompt = 0;
   // Of those, the prompt's first tokens whose cache was kept from the request before
-  // (EngineConfig::reuse_prefix): not prefilled again.
+  // (GenerateRequest::reuse_prefix): not prefilled again.
   int32_t n_prompt_cached = 0;
   int32_t n_generated = 0;
   int32_t n_passes = 0;          // target verification passes (prefill excluded)

@@ -88,7 +88,7 @@ std::string Metrics::Render(const QueueGauges& g) const {
   o << "graft_requests_rejected_total " << rejected_ << '\n';
   Header(o, "graft_prompt_tokens_total", "counter", "prompt tokens of generations");
   o << "graft_prompt_tokens_total " << prompt_tokens_ << '\n';
-  Header(o, "graft_prompt_tokens_cached_total", "counter", "of those, tokens whose cache a slot kept (--cache-prompt)");
+  Header(o, "graft_prompt_tokens_cached_total", "counter", "of those, tokens whose cache a slot kept (cache_prompt)");
   o << "graft_prompt_tokens_cached_total " << prompt_tokens_cached_ << '\n';
   Header(o, "graft_generated_tokens_total", "counter", "tokens generated");
   o << "graft_generated_tokens_total " << generated_tokens_ << '\n';

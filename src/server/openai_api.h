@@ -73,7 +73,7 @@ struct ResponseMeta {
 struct Usage {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
-  int32_t cached_tokens = 0;  // prompt tokens whose cache was kept (--cache-prompt), not prefilled
+  int32_t cached_tokens = 0;  // prompt tokens whose cache was kept (cache_prompt), not prefilled
 };
 
 // OpenAI's usage object: prompt, completion and total tokens, and

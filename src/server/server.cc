@@ -29,6 +29,13 @@ void SendError(httplib::Response& res, const ApiError& e) {
 std::string SseEvent(const json& j) { return "data: " + Dump(j) + "\n\n"; }
 
 // Known paths keep their label in /metrics; anything else is "other" (bounded labels).
+// `usage` (its prompt tokens) completed by what the generation did.
+Usage UsageAfter(Usage usage, const GenerationStats& st) {
+  usage.completion_tokens = st.n_generated;
+  usage.cached_tokens = st.n_prompt_cached;
+  return usage;
+}
+
 std::string PathLabel(const std::string& path) {
   for (const char* p : {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics"}) {
     if (path == p) return path;
@@ -209,10 +216,8 @@ struct Server::Impl {
     if (job->finish_reason == "cancelled") {
       throw ApiError{503, job->error.empty() ? "cancelled" : job->error, "", "cancelled", "server_error"};
     }
-    Usage u = usage;
-    u.completion_tokens = job->stats.n_generated;
-    u.cached_tokens = job->stats.n_prompt_cached;
-    SendJson(res, 200, CompletionJson(meta, job->text, job->finish_reason, u, GraftStatsJson(job->stats, job->options.method)));
+    SendJson(res, 200, CompletionJson(meta, job->text, job->finish_reason, UsageAfter(usage, job->stats),
+                                      GraftStatsJson(job->stats, job->options.method)));
   }
 
   // Server-sent events: the connection thread drains the job's text at the client's
@@ -251,11 +256,8 @@ struct Server::Impl {
         if (finish == "error" || finish == "cancelled") {
           out += SseEvent(ErrorJson({500, error.empty() ? "cancelled" : error, "", finish, "server_error"}));
         } else {
-          Usage u = usage;
-          u.completion_tokens = stats.n_generated;
-          u.cached_tokens = stats.n_prompt_cached;
           json last = ChunkJson(meta, "", false, finish);
-          last["usage"] = UsageJson(u);
+          last["usage"] = UsageJson(UsageAfter(usage, stats));
           last["graft"] = GraftStatsJson(stats, job->options.method);
           out += SseEvent(last);
           if (include_usage) {

@@ -102,7 +102,6 @@ int RunServe(const ServeFlags& f) {
   go.prefill_chunk = f.prefill_chunk;
   EngineConfig ec = MakeEngineConfig(f.models, max_budget);
   ec.learned_state = f.learned.PathFor(f.models, *lm.target, lm.draft.get());
-  ec.reuse_prefix = f.cache_prompt;  // each request says (cache_prompt), with this default
   auto engines = std::make_unique<EngineGroup>(*lm.target, lm.draft.get(), ec, go);
   engines->engine(0).Validate(defaults);
   if (signals.fired()) return 0;
@@ -128,7 +127,7 @@ int RunServe(const ServeFlags& f) {
   so.policy.default_max_tokens = std::min(f.default_max_tokens, f.max_tokens_limit);
   so.policy.max_tokens_limit = f.max_tokens_limit;
   so.policy.max_budget = max_budget;
-  so.policy.cache_prompt = f.cache_prompt;
+  so.policy.cache_prompt = f.cache_prompt;  // every request says (GenerateRequest::reuse_prefix)
 
   server::Server srv(*lm.target, std::move(engines), so);
   const int port = srv.Bind();
