@@ -28,7 +28,6 @@ void SendError(httplib::Response& res, const ApiError& e) {
 
 std::string SseEvent(const json& j) { return "data: " + Dump(j) + "\n\n"; }
 
-// Known paths keep their label in /metrics; anything else is "other" (bounded labels).
 // `usage` (its prompt tokens) completed by what the generation did.
 Usage UsageAfter(Usage usage, const GenerationStats& st) {
   usage.completion_tokens = st.n_generated;
@@ -36,6 +35,7 @@ Usage UsageAfter(Usage usage, const GenerationStats& st) {
   return usage;
 }
 
+// Known paths keep their label in /metrics; anything else is "other" (bounded labels).
 std::string PathLabel(const std::string& path) {
   for (const char* p : {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics"}) {
     if (path == p) return path;
