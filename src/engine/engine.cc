@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <map>
 #include <optional>
 
@@ -14,6 +16,24 @@
 #include "graft/verify.h"
 
 namespace graft {
+
+namespace {
+
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// `v` in [lo, hi]. Written so that NaN fails: it compares false with everything, so a
+// plain `v < lo || v > hi` check lets it through (as CLI11's Range does).
+void CheckIn(double v, double lo, double hi, const char* what) {
+  if (!(v >= lo && v <= hi)) {
+    throw Error(std::string(what) + " must be a number in [" + Num(lo) + ", " + Num(hi) + "] (got " + Num(v) + ")");
+  }
+}
+
+}  // namespace
 
 EngineState::EngineState(const Model& t, const Model* d, const EngineConfig& c)
     : target(t),
@@ -101,6 +121,11 @@ struct Engine::State : EngineState {
   void CheckRequest(const GenerateRequest& req) const {
     if (req.prompt.empty()) throw Error("the prompt is empty");
     if (req.n_predict < 1) throw Error("n_predict must be at least 1");
+    const SamplingParams& sp = req.sampling;
+    if (!std::isfinite(sp.temperature)) {
+      throw Error("the temperature must be a finite number (got " + Num(sp.temperature) + ")");
+    }
+    if (std::isnan(sp.top_p)) throw Error("top-p must be a number (got nan)");
     if (static_cast<int32_t>(req.prompt.size()) >= tctx->n_ctx()) {
       throw Error("prompt is " + std::to_string(req.prompt.size()) + " tokens but the context holds " +
                   std::to_string(tctx->n_ctx()) + " (raise -c or shorten the prompt)");
@@ -431,6 +456,14 @@ void Engine::Validate(const DecodeOptions& o) const {
   if (o.draft_max < 1 || o.draft_topk < 1 || o.draft_frontier < 1) {
     throw Error("draft depth, top-k and frontier must be at least 1");
   }
+  constexpr double kBig = 1e9;  // "no limit" without admitting infinity
+  CheckIn(o.draft_p_min, 0, 1, "the draft p-min");
+  CheckIn(o.prune.min_accept_prob, 0, 1, "the prune p-min");
+  CheckIn(o.skip_draft_gain, 0, kBig, "skip-draft-gain");
+  CheckIn(o.max_loss, -kBig, kBig, "max-loss");
+  CheckIn(o.loss_grant, 0, kBig, "loss-grant");
+  CheckIn(o.loss_prefill, 0, 1, "loss-prefill");
+  CheckIn(o.loss_sure_cap, 0, kBig, "loss-sure-cap");
 }
 
 double Engine::PrepareCostProfile() {

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -498,6 +499,30 @@ TEST(EngineTest, BadOptionsGiveClearErrors) {
   expect_error(no_draft, DecodeOptions{.method = Method::kRest}, "--index");
   expect_error(no_draft, DecodeOptions{.method = Method::kSuffix, .tree_budget = 0}, "at least 1");
   expect_error(no_draft, DecodeOptions{.method = Method::kSuffix, .tree_budget = 17}, "exceeds");
+  // NaN passes any `v < lo || v > hi` check (CLI11's Range among them); each knob
+  // names itself instead of failing deep in the step or steering the policy silently.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  expect_error(no_draft, DecodeOptions{.method = Method::kSuffix, .draft_p_min = nan}, "draft p-min");
+  DecodeOptions bad;
+  bad.prune.min_accept_prob = nan;
+  expect_error(no_draft, bad, "prune p-min");
+  bad = DecodeOptions{};
+  bad.max_loss = nan;
+  expect_error(no_draft, bad, "max-loss");
+  bad = DecodeOptions{};
+  bad.loss_prefill = 2;
+  expect_error(no_draft, bad, "loss-prefill");
+  bad = DecodeOptions{};
+  bad.skip_draft_gain = -1;
+  expect_error(no_draft, bad, "skip-draft-gain");
+  req.sampling.temperature = nan;
+  expect_error(no_draft, DecodeOptions{}, "temperature");
+  req.sampling.temperature = std::numeric_limits<float>::infinity();
+  expect_error(no_draft, DecodeOptions{}, "temperature");
+  req.sampling = SamplingParams{.temperature = 0.8f, .top_p = nan};
+  expect_error(no_draft, DecodeOptions{}, "top-p");
+  req.sampling = SamplingParams{};
+  EXPECT_NO_THROW(no_draft.Generate(req, DecodeOptions{.max_loss = -1}));  // < 0: no bound, still valid
   req.prompt.assign(1000, 300);
   expect_error(no_draft, DecodeOptions{}, "context");
   EXPECT_THROW(Engine(*target, nullptr, EngineConfig{.index_path = "/nonexistent/index"}), Error);

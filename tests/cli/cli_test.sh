@@ -67,6 +67,10 @@ expect_fail "budget 0" "at least 1" "$GRAFT" generate -m "$TINY" -p hi --method 
 expect_fail "budget above the sequence limit" "tree budget" "$GRAFT" generate -m "$TINY" -p hi --method suffix --tree-budget 1000
 expect_fail "both -p and -f" "exactly one" "$GRAFT" generate -m "$TINY" -p hi -f "$TMP/text.gguf"
 expect_fail "negative sure-bet cap" "--loss-sure-cap" "$GRAFT" generate -m "$TINY" -p hi --loss-sure-cap -1
+expect_fail "NaN temperature" "temperature" "$GRAFT" generate -m "$TINY" -p hi -n 4 --temp nan
+expect_fail "NaN top-p" "top-p" "$GRAFT" generate -m "$TINY" -p hi -n 4 --temp 0.8 --top-p nan
+expect_fail "NaN prune p-min" "p-min" "$GRAFT" generate -m "$TINY" -p hi -n 4 --method suffix --prune-p-min nan
+expect_fail "NaN skip-draft-gain" "skip-draft-gain" "$GRAFT" generate -m "$TINY" -md "$DRAFT" -p hi -n 4 --skip-draft-gain nan
 expect_ok   "generate with sure bets off" "decoded 4 tokens" "$GRAFT" generate -m "$TINY" -p hi -n 4 --loss-sure-cap 0
 
 # Index: build, stats, query, and refusal of bad files and other tokenizers.
