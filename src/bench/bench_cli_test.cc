@@ -149,6 +149,23 @@ TEST_F(BenchCli, BadPeersAreClearErrors) {
   EXPECT_NE(Stderr().find("scripts/setup.sh --peers"), std::string::npos) << Stderr();
 }
 
+// Numbers out of range, NaN included (CLI11's Range lets NaN through), are errors
+// that name the flag, never a run with a silently odd setting.
+TEST_F(BenchCli, BadNumbersAreClearErrors) {
+  const fs::path data = Write("p.jsonl", kPrompts);
+  auto argv = Base();
+  for (const char* a : {"--dataset", data.c_str(), "-n", "4", "--max-prompt-tokens", "-5"}) argv.push_back(a);
+  EXPECT_EQ(Run(argv), 1);
+  EXPECT_NE(Stderr().find("--max-prompt-tokens must be >= 0"), std::string::npos) << Stderr();
+  argv = Base();
+  for (const char* a : {"--dataset", data.c_str(), "-n", "4", "--methods", "suffix", "--prune-p-min", "nan", "-o"}) {
+    argv.push_back(a);
+  }
+  argv.push_back((dir_ / "out").string());
+  EXPECT_EQ(Run(argv), 1);
+  EXPECT_NE(Stderr().find("prune p-min must be a number in [0, 1] (got nan)"), std::string::npos) << Stderr();
+}
+
 // --profile-dir: graft's engines and the modelled speedups read (or measure and keep)
 // their cost profile there, not in the default folder.
 TEST_F(BenchCli, ProfileDirIsWhereTheProfileIsReadAndKept) {

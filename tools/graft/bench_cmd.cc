@@ -212,6 +212,9 @@ int RunBench(BenchFlags f) {
     throw Error("--long-prompts must be truncate or skip (got '" + f.long_prompts + "')");
   }
   if (f.data.per_category < 0 || f.data.max_prompts < 0) throw Error("--per-category and --max-prompts must be >= 0");
+  if (f.max_prompt_tokens < 0) {
+    throw Error("--max-prompt-tokens must be >= 0 (0 = what fits -c; got " + std::to_string(f.max_prompt_tokens) + ")");
+  }
   if (f.out.empty()) f.out = "bench-" + UtcNow("%Y%m%d-%H%M%S");
 
   // Dataset first: a malformed file fails before minutes of model loading.
