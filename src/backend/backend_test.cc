@@ -13,6 +13,7 @@
 #include <fstream>
 #include <numeric>
 #include <random>
+#include <utility>
 
 #include "graft/backend.h"
 #include "graft/error.h"
@@ -541,6 +542,32 @@ TEST(BackendTest, ChatTemplateAndTokenizerRoundTrip) {
   EXPECT_NE(s.find("<|im_start|>"), std::string::npos);
   const std::string text = "int main() { return 0; }";
   EXPECT_EQ(model->Detokenize(model->Tokenize(text, false, false)), text);
+}
+
+// Some bytes that are not UTF-8 make llama.cpp's tokenizer throw std::invalid_argument
+// ("invalid codepoint": it decodes F7 BF BF BF to 0x1FFFFF, past Unicode) out of its
+// C API; Tokenize turns that into an Error naming the first bad byte, which
+// `graft index build` reports with the file (it used to abort in a worker thread).
+TEST(BackendTest, TextThatIsNotUtf8IsAClearError) {
+  auto model = Model::Load(ModelPath("tiny-target.gguf"));
+  const std::string good = "h\xc3\xa9llo \xe4\xb8\x96\xe7\x95\x8c \xf0\x9f\x98\x80";  // héllo 世界 😀
+  EXPECT_EQ(model->Detokenize(model->Tokenize(good, false, false)), good);
+  // The byte named is the first that is not well-formed UTF-8 (RFC 3629), whether or
+  // not llama.cpp minded it: a surrogate (ED A0 80) or an overlong form (C0 AF) counts.
+  const std::pair<std::string, std::string> cases[] = {
+      {"ok \xf7\xbf\xbf\xbf", "byte 3"},
+      {"\xe4\xb8\x96!\xf7\xbf\xbf\xbf", "byte 4"},
+      {"a\xed\xa0\x80 \xf7\xbf\xbf\xbf", "byte 1"},
+      {"ab\xc0\xaf \xf7\xbf\xbf\xbf", "byte 2"},
+  };
+  for (const auto& [text, where] : cases) {
+    try {
+      model->Tokenize(text, false, false);
+      ADD_FAILURE() << "expected an error for " << where;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("not valid UTF-8 (" + where + ")"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <string_view>
 
 #include "backend/sequence_ops.h"
 #include "graft/backend.h"
@@ -25,6 +26,40 @@
 
 namespace graft {
 namespace {
+
+// Offset of the first byte that does not belong to a well-formed UTF-8 sequence
+// (RFC 3629: no overlong forms, surrogates or code points past U+10FFFF); npos if none.
+size_t FirstInvalidUtf8(std::string_view s) {
+  const auto* b = reinterpret_cast<const unsigned char*>(s.data());
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned c = b[i];
+    size_t len = 1;
+    unsigned lo = 0x80, hi = 0xBF;  // the second byte's range
+    if (c < 0x80) {
+      len = 1;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;  // overlong
+      if (c == 0xED) hi = 0x9F;  // surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;  // overlong
+      if (c == 0xF4) hi = 0x8F;  // past U+10FFFF
+    } else {
+      return i;
+    }
+    if (i + len > s.size()) return i;
+    for (size_t k = 1; k < len; ++k) {
+      const unsigned x = b[i + k];
+      if (x < (k == 1 ? lo : 0x80u) || x > (k == 1 ? hi : 0xBFu)) return i;
+    }
+    i += len;
+  }
+  return std::string::npos;
+}
 
 std::atomic<bool> g_verbose{false};
 std::mutex g_log_mutex;
@@ -138,16 +173,27 @@ std::string Model::Name() const {
 
 std::vector<Token> Model::Tokenize(const std::string& text, bool add_special, bool parse_special) const {
   std::vector<Token> out(text.size() + 8);
-  int32_t n = llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), out.data(),
-                             static_cast<int32_t>(out.size()), add_special, parse_special);
-  if (n == INT32_MIN) throw Error("text too long to tokenize");
-  if (n < 0) {
-    out.resize(-n);
-    n = llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), out.data(),
-                       static_cast<int32_t>(out.size()), add_special, parse_special);
-    if (n < 0) throw Error("tokenization failed");
+  // llama.cpp's tokenizer lets C++ exceptions out of its C API: some byte sequences
+  // that are not UTF-8 end in std::invalid_argument ("invalid codepoint").
+  try {
+    int32_t n = llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), out.data(),
+                               static_cast<int32_t>(out.size()), add_special, parse_special);
+    if (n == INT32_MIN) throw Error("text too long to tokenize");
+    if (n < 0) {
+      out.resize(-n);
+      n = llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), out.data(),
+                         static_cast<int32_t>(out.size()), add_special, parse_special);
+      if (n < 0) throw Error("tokenization failed");
+    }
+    out.resize(n);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    const size_t bad = FirstInvalidUtf8(text);
+    throw Error(bad == std::string::npos
+                    ? std::string("cannot tokenize the text: ") + e.what()
+                    : "cannot tokenize the text: it is not valid UTF-8 (byte " + std::to_string(bad) + ")");
   }
-  out.resize(n);
   return out;
 }
 

@@ -86,6 +86,11 @@ expect_fail "index: missing field names file:line" "corpus.jsonl:1" "$GRAFT" ind
 printf '{"text": "ok"}\n{bad json\n' >"$TMP/bad.jsonl"
 expect_fail "index: bad JSON line" "bad.jsonl:2" "$GRAFT" index build -m "$TINY" --input "$TMP/bad.jsonl" --jsonl-field text -o "$TMP/c.idx"
 [ ! -e "$TMP/c.idx" ] && { pass=$((pass + 1)); echo "ok   failed build leaves no index"; } || { fail=$((fail + 1)); echo "FAIL failed build left $TMP/c.idx"; }
+printf 'fine\n' >"$TMP/fine.txt"
+printf 'text\n\xf7\xbf\xbf\xbf\n' >"$TMP/binary.txt"
+expect_fail "index: text that is not UTF-8 names its file" "binary.txt: cannot tokenize the text: it is not valid UTF-8 (byte 5)" \
+  "$GRAFT" index build -m "$TINY" --input "$TMP/fine.txt" --input "$TMP/binary.txt" -o "$TMP/c.idx"
+[ ! -e "$TMP/c.idx" ] && { pass=$((pass + 1)); echo "ok   refused text leaves no index"; } || { fail=$((fail + 1)); echo "FAIL refused text left $TMP/c.idx"; }
 expect_fail "index: not an index" "magic" "$GRAFT" index stats "$TINY"
 head -c 200 "$TMP/a.idx" >"$TMP/trunc.idx"
 expect_fail "index: truncated" "truncated" "$GRAFT" index stats "$TMP/trunc.idx"

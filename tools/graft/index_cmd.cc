@@ -32,13 +32,16 @@ struct IndexFlags {
 
 // One document per text file, or per JSONL line (the field given; strings, or arrays
 // of strings joined by newlines). Malformed lines are errors naming file and line.
-std::vector<std::string> ReadDocuments(const std::vector<std::string>& inputs, const std::string& field) {
+// `where` gets each document's file, or file:line, for later errors.
+std::vector<std::string> ReadDocuments(const std::vector<std::string>& inputs, const std::string& field,
+                                       std::vector<std::string>* where) {
   std::vector<std::string> docs;
   for (const auto& path : inputs) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw Error("cannot read input " + path);
     if (field.empty()) {
       docs.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      where->push_back(path);
       continue;
     }
     std::string line;
@@ -56,6 +59,7 @@ std::vector<std::string> ReadDocuments(const std::vector<std::string>& inputs, c
         throw Error(path + ":" + std::to_string(lineno) + ": no field '" + field + "'");
       }
       const auto& v = j[field];
+      where->push_back(path + ":" + std::to_string(lineno));
       if (v.is_string()) {
         docs.push_back(v.get<std::string>());
       } else if (v.is_array()) {
@@ -87,7 +91,8 @@ int RunBuild(IndexFlags f) {
   mo.vocab_only = true;
   auto model = Model::Load(f.model.empty() ? DefaultTargetPath() : f.model, mo);
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::string> docs = ReadDocuments(f.inputs, f.jsonl_field);
+  std::vector<std::string> where;
+  std::vector<std::string> docs = ReadDocuments(f.inputs, f.jsonl_field, &where);
   // Tokenize in parallel chunks of documents.
   std::vector<std::vector<Token>> toks(docs.size());
   // A redraw per percent on a terminal, a line per 10% in logs.
@@ -98,10 +103,13 @@ int RunBuild(IndexFlags f) {
   size_t total_bytes = 0;
   for (const auto& d : docs) total_bytes += d.size();
   std::mutex mu;
+  // A worker's failure (text the tokenizer refuses) stops the others and is thrown here
+  // with the document's name: an exception left in a std::thread would abort.
+  std::string failure;
   std::vector<std::thread> pool;
   for (int t = 0; t < std::max(1, f.threads); ++t) {
     pool.emplace_back([&] {
-      for (size_t i; (i = next.fetch_add(1)) < docs.size();) {
+      for (size_t i; (i = next.fetch_add(1)) < docs.size();) try {
         // Long documents are tokenized in ~1 MB pieces cut at newlines.
         const std::string& d = docs[i];
         size_t pos = 0;
@@ -118,10 +126,18 @@ int RunBuild(IndexFlags f) {
         done_bytes += d.size();
         std::lock_guard<std::mutex> lock(mu);
         tp.Update(total_bytes ? static_cast<double>(done_bytes) / total_bytes : 1.0, tok_label);
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (failure.empty()) failure = where[i] + ": " + e.what();
+        next = docs.size();
       }
     });
   }
   for (auto& t : pool) t.join();
+  if (!failure.empty()) {
+    tp.Finish();
+    throw Error(failure);
+  }
   tp.Update(1.0, tok_label);
   tp.Finish();
   std::vector<Token> all;
