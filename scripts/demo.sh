@@ -8,7 +8,7 @@ scripts/setup.sh
 PROMPT=${1:-"Write a Python function that returns the n-th Fibonacci number iteratively, then explain its complexity."}
 shift || true
 # graft's policy prices trees by this machine's cost profile of the default models:
-# measure it here, once (about 40 s on 2 cores), not inside the first request. With
+# measure it here, once (1.5 to 5 minutes on 2 cores), not inside the first request. With
 # other flags (models, threads) generate measures its own on first use.
 if [ $# -eq 0 ]; then build/graft tune --if-missing >/dev/null; fi
 exec build/graft generate --compare --method graft -n 128 -p "$PROMPT" "$@"

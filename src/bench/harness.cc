@@ -414,7 +414,8 @@ RunStatus Harness::Run(const std::vector<BenchPrompt>& prompts, const HarnessCal
     largest.budget = impl.max_budget;
     CostProfileOptions po = CostProfileOptionsOf(impl.Config(largest));
     po.on_measure = [](const std::string& path) {
-      fprintf(stderr, "bench: no cost profile is cached for these models on this machine; measuring one into %s\n",
+      fprintf(stderr,
+              "bench: no usable cost profile is cached for these models on this machine; measuring one into %s\n",
               path.c_str());
     };
     CostProfile p = LoadOrMeasureCostProfile(target_, draft_, po);

@@ -148,7 +148,7 @@ EngineConfig MakeEngineConfig(const ModelFlags& flags, int32_t max_tree) {
   cfg.lazy_logits = !flags.no_lazy_logits;
   cfg.on_profile_measure = [](const std::string& path) {
     fprintf(stderr,
-            "graft: no cost profile is cached for these models on this machine; measuring one now, once "
+            "graft: no usable cost profile is cached for these models on this machine; measuring one now, once "
             "(on a small CPU this takes a minute or more; `graft tune` measures it ahead) into %s\n",
             path.c_str());
   };
