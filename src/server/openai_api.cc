@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <utility>
 
 #include "graft/error.h"
 
@@ -65,6 +67,43 @@ std::string Content(const json& v, const std::string& param) {
     out += String(*text, p + ".text");
   }
   return out;
+}
+
+// Knobs of the OpenAI API (and llama-server's common sampling extensions) that graft
+// does not implement. Sent at their no-op value they are accepted, as clients often
+// send defaults; set to anything else they are a 400, not output sampled from a
+// distribution other than the one asked for, or text that ignored a format.
+void RejectUnsupported(const json& body) {
+  const auto unsupported = [](const std::string& param, const std::string& what) {
+    Fail(param, what + " not supported", "unsupported_parameter");
+  };
+  const std::pair<const char*, double> no_ops[] = {
+      {"presence_penalty", 0.0}, {"frequency_penalty", 0.0}, {"repeat_penalty", 1.0},
+      {"min_p", 0.0},            {"typical_p", 1.0},
+  };
+  for (const auto& [name, no_op] : no_ops) {
+    if (const json* v = Field(body, name); v != nullptr && Number(*v, name) != no_op) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%g", no_op);
+      unsupported(name, std::string("'") + name + "' other than " + buf + " is");
+    }
+  }
+  const auto empty = [](const json& v) { return (v.is_object() || v.is_array()) && v.empty(); };
+  if (const json* v = Field(body, "logit_bias"); v != nullptr && !empty(*v)) unsupported("logit_bias", "logit_bias is");
+  if (const json* v = Field(body, "top_logprobs"); v != nullptr && Integer(*v, "top_logprobs") != 0) {
+    unsupported("top_logprobs", "logprobs are");
+  }
+  for (const char* name : {"tools", "functions"}) {
+    if (const json* v = Field(body, name); v != nullptr && !empty(*v)) unsupported(name, "tool and function calls are");
+  }
+  if (const json* v = Field(body, "response_format")) {
+    if (!v->is_object()) Fail("response_format", "'response_format' must be an object", "invalid_type");
+    const json* type = Field(*v, "type");
+    if (type != nullptr && String(*type, "response_format.type") != "text") {
+      unsupported("response_format.type", "a response_format other than text is");
+    }
+  }
+  if (const json* v = Field(body, "suffix"); v != nullptr && String(*v, "suffix") != "") unsupported("suffix", "suffix is");
 }
 
 void ParsePrompt(const json& body, ParsedRequest* out) {
@@ -251,6 +290,7 @@ ParsedRequest ParseRequest(const std::string& text, Endpoint endpoint, const Req
     const bool on = l->is_boolean() ? l->get<bool>() : Integer(*l, "logprobs") != 0;
     if (on) Fail("logprobs", "logprobs are not supported", "unsupported_parameter");
   }
+  RejectUnsupported(body);
   ParseStop(body, policy, &out);
   if (const json* s = Field(body, "stream")) out.stream = Bool(*s, "stream");
   out.cache_prompt = policy.cache_prompt;

@@ -143,6 +143,40 @@ TEST(OpenAiApiTest, BadInputNamesTheParameter) {
   }
 }
 
+// Knobs graft does not implement: accepted at their no-op values (clients send
+// defaults), a 400 "unsupported_parameter" naming the knob otherwise; never a 200 whose
+// text ignored them.
+TEST(OpenAiApiTest, UnsupportedKnobsAreRefusedUnlessNoOps) {
+  const char* accepted[] = {
+      R"({"prompt": "x", "presence_penalty": 0, "frequency_penalty": 0.0, "repeat_penalty": 1, "min_p": 0,
+          "typical_p": 1, "logit_bias": {}, "top_logprobs": 0, "tools": [], "functions": null,
+          "response_format": {"type": "text"}, "suffix": ""})",
+  };
+  for (const char* body : accepted) EXPECT_NO_THROW(ParseRequest(body, Endpoint::kCompletions, Policy())) << body;
+  const std::pair<const char*, const char*> refused[] = {
+      {R"({"prompt": "x", "presence_penalty": 0.5})", "presence_penalty"},
+      {R"({"prompt": "x", "frequency_penalty": -1})", "frequency_penalty"},
+      {R"({"prompt": "x", "repeat_penalty": 1.1})", "repeat_penalty"},
+      {R"({"prompt": "x", "min_p": 0.05})", "min_p"},
+      {R"({"prompt": "x", "typical_p": 0.9})", "typical_p"},
+      {R"({"prompt": "x", "logit_bias": {"50256": -100}})", "logit_bias"},
+      {R"({"prompt": "x", "top_logprobs": 3})", "top_logprobs"},
+      {R"({"prompt": "x", "tools": [{"type": "function"}]})", "tools"},
+      {R"({"prompt": "x", "functions": [{"name": "f"}]})", "functions"},
+      {R"({"prompt": "x", "response_format": {"type": "json_object"}})", "response_format.type"},
+      {R"({"prompt": "x", "suffix": "}"})", "suffix"},
+  };
+  for (const auto& [body, param] : refused) {
+    const ApiError e = ErrorOf(body);
+    EXPECT_EQ(e.status, 400) << body;
+    EXPECT_EQ(e.param, param) << body;
+    EXPECT_EQ(e.code, "unsupported_parameter") << body;
+    EXPECT_NE(e.message.find("not supported"), std::string::npos) << e.message;
+  }
+  // A knob of the wrong type is still a type error.
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "min_p": "low"})").code, "invalid_type");
+}
+
 TEST(OpenAiApiTest, ResponseShapes) {
   ResponseMeta meta{Endpoint::kChat, "chatcmpl-1", 123, "tiny-target"};
   json full = CompletionJson(meta, "hello", "stop", {5, 2}, json::object());
