@@ -91,6 +91,9 @@ printf 'text\n\xf7\xbf\xbf\xbf\n' >"$TMP/binary.txt"
 expect_fail "index: text that is not UTF-8 names its file" "binary.txt: cannot tokenize the text: it is not valid UTF-8 (byte 5)" \
   "$GRAFT" index build -m "$TINY" --input "$TMP/fine.txt" --input "$TMP/binary.txt" -o "$TMP/c.idx"
 [ ! -e "$TMP/c.idx" ] && { pass=$((pass + 1)); echo "ok   refused text leaves no index"; } || { fail=$((fail + 1)); echo "FAIL refused text left $TMP/c.idx"; }
+# The chat template moves the file's bytes: the error names the file and byte 5 of it.
+expect_fail "generate -f: text that is not UTF-8 names its file and byte" "binary.txt: cannot tokenize the text: it is not valid UTF-8 (byte 5)" \
+  "$GRAFT" generate -m "$TINY" -f "$TMP/binary.txt" -n 1
 expect_fail "index: not an index" "magic" "$GRAFT" index stats "$TINY"
 head -c 200 "$TMP/a.idx" >"$TMP/trunc.idx"
 expect_fail "index: truncated" "truncated" "$GRAFT" index stats "$TMP/trunc.idx"

@@ -48,7 +48,19 @@ int RunGenerate(const GenerateFlags& f) {
   lm.engine->Validate(opts);
 
   GenerateRequest req;
-  req.prompt = EncodePrompt(*lm.target, text, f.system, f.raw);
+  try {
+    req.prompt = EncodePrompt(*lm.target, text, f.system, f.raw);
+  } catch (const Error& e) {
+    if (f.prompt_file.empty()) throw;
+    // The chat template moves the file's bytes; tokenizing the file alone names the
+    // file and an offset in it. If the file alone is fine, the system prompt was not.
+    try {
+      lm.target->Tokenize(text, /*add_special=*/false, /*parse_special=*/false);
+    } catch (const Error& in_file) {
+      throw Error(f.prompt_file + ": " + in_file.what());
+    }
+    throw;
+  }
   req.n_predict = f.n_predict;
   req.sampling = f.decode.ToSampling();
   if (static_cast<int32_t>(req.prompt.size()) >= f.models.ctx) {
