@@ -14,7 +14,9 @@
 #include <sstream>
 
 #include "bench/peers.h"
+#include "engine/cost_model.h"
 #include "graft/atomic_file.h"
+#include "graft/cost_profile.h"
 #include "graft/error.h"
 
 namespace graft::bench {
@@ -159,6 +161,23 @@ std::string ProfileSentence(const json& p) {
   const double read = p.value("read_row_ms", 0.0);
   if (read > 0) out += ", and each row a lazy pass reads after its root at " + Num(read, 2) + " ms";
   return out + ".";
+}
+
+// " By it, a proposer that is always right ..." (ProfileCeiling): what none of graft's
+// methods can beat on this machine, at the run's largest budget within the measured sizes.
+std::string CeilingSentence(const json& p, int32_t budget) {
+  int32_t rows = 1;
+  double x = 0;
+  try {
+    x = ProfileCeiling(CostProfileFromJson(p), budget, &rows);
+  } catch (const std::exception&) {
+    return "";
+  }
+  if (x <= 0) return "";
+  const int32_t max_n = std::min<int32_t>(budget, static_cast<int32_t>(p["verify_ms"].size()) - 1);
+  return " By it, a proposer that is always right would gain at most " + Num(x, 2) + "x over ar (modelled: " +
+         "chains of " + std::to_string(rows) + " rows, their reads included, in trees of up to " +
+         std::to_string(max_n) + " rows): the ceiling of graft's methods, the oracle's included, on this machine.";
 }
 
 }  // namespace
@@ -378,7 +397,13 @@ std::string MarkdownText(const json& res, const std::vector<std::string>& catego
            << " than it was. `graft tune` measures the profile again (on a quiet machine).";
       }
     }
-    if (res.contains("profile") && res["profile"].is_object()) os << ProfileSentence(res["profile"]);
+    if (res.contains("profile") && res["profile"].is_object()) {
+      int32_t budget = 0;
+      for (const json& c : res["configs"]) {
+        if (!c.value("peer", false)) budget = std::max(budget, c.value("budget", 0));
+      }
+      os << ProfileSentence(res["profile"]) << CeilingSentence(res["profile"], budget);
+    }
     os << "\n";
   }
 

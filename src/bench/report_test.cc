@@ -151,5 +151,35 @@ TEST(ReportTest, NamesTheRatiosOfTheCostProfileItWasPricedWith) {
   EXPECT_EQ(md.find("The cost profile (measured"), std::string::npos) << md;
 }
 
+// What no method can beat on the machine (CostModel::CeilingSpeedup), at the run's
+// largest budget: 40 ms a row, 20 ms more each further row, rows read in products of
+// 2 (8 ms alone, 12 together): 4 rows emit 4 tokens for 100 + 4 + 8 + 4 ms, 1.38x.
+TEST(ReportTest, NamesTheCeilingOfAnyMethodUnderTheProfile) {
+  json res;
+  res["configs"] = json::array({{{"name", "ar"}, {"budget", 0}}, {{"name", "graft@4"}, {"budget", 4}},
+                                {{"name", "llama-lookup"}, {"budget", 16}, {"peer", true}}});
+  res["summary_by_temp"] = json::object();
+  res["status"] = json::object();
+  res["steadiness"] = Summarize({Row(Method::kAr, 800, 10)}, Configs(), {"chat"})["steadiness"];
+  res["profile"] = {{"measured_at", "2026-12-07T05:00:00Z"},   {"verify_ms", {0.0, 40.0, 60.0, 80.0, 100.0, 120.0}},
+                    {"draft_ms", json::array()},               {"read_row_ms", 8.0},
+                    {"read_ahead_ms", 4.0},                    {"read_product_ms", {0.0, 8.0, 12.0}}};
+  std::string md = MarkdownText(res, {"chat"});
+  EXPECT_NE(md.find("By it, a proposer that is always right would gain at most 1.38x over ar (modelled: chains of "
+                    "4 rows, their reads included, in trees of up to 4 rows): the ceiling of graft's methods"),
+            std::string::npos)
+      << md;
+  res["configs"][1]["budget"] = 2;  // 2 rows: 80 / (60 + 4)
+  md = MarkdownText(res, {"chat"});
+  EXPECT_NE(md.find("at most 1.25x over ar (modelled: chains of 2 rows"), std::string::npos) << md;
+  res["configs"][1]["budget"] = 64;  // past the measured sizes: priced up to the last, 5 rows
+  md = MarkdownText(res, {"chat"});
+  EXPECT_NE(md.find("in trees of up to 5 rows)"), std::string::npos) << md;
+  res["profile"].erase("read_product_ms");  // rows read ahead without their curve: no bound to give
+  md = MarkdownText(res, {"chat"});
+  EXPECT_EQ(md.find("always right"), std::string::npos) << md;
+  EXPECT_NE(md.find("The cost profile (measured"), std::string::npos) << md;
+}
+
 }  // namespace
 }  // namespace graft::bench

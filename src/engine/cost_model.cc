@@ -181,6 +181,23 @@ int32_t CostModel::BestSize(std::span<const double> a, double fixed_ms, int32_t 
   return best;
 }
 
+double CostModel::CeilingSpeedup(int32_t max_n, int32_t* rows) const {
+  const std::vector<double> sure(std::max(0, max_n - 1), 1.0);
+  const int32_t n = BestSize(sure, 0.0, std::max(1, max_n));  // most tokens per ms: n of them
+  const int32_t ahead = ReadAheadLength(sure);                  // as BestSize priced the chain
+  double read_ms = 0;
+  for (int32_t k = 0; k + 1 < n; ++k) read_ms += ChainReadMs(sure, k, ahead);
+  if (rows != nullptr) *rows = n;
+  return n * VerifyMs(1) / (VerifyMs(n) + read_ms);
+}
+
+double ProfileCeiling(const CostProfile& profile, int32_t max_n, int32_t* rows) {
+  if (profile.read_ahead_ms > 0 && profile.read_product_ms.empty()) return 0;
+  max_n = std::min<int32_t>(max_n, static_cast<int32_t>(profile.verify_ms.size()) - 1);
+  if (max_n < 1) return 0;
+  return CostModel::Of(profile).CeilingSpeedup(max_n, rows);
+}
+
 ReadCounts CountReads(std::span<const int32_t> hinted, std::span<const int32_t> accepted, int32_t read_block) {
   ReadCounts out;
   out.products.assign(std::max(2, read_block + 1), 0);

@@ -153,6 +153,16 @@ class CostModel {
   // wins whenever there are candidates to fill it. O(|a|).
   int32_t BestSize(std::span<const double> a, double fixed_ms, int32_t max_n, const BatchLoad& load = {}) const;
 
+  // The most graft's verification can gain over plain decoding under this model, a
+  // bound on every proposer it verifies (the oracle's included): each proposal right,
+  // so a pass over n rows, a chain, emits n tokens and reads its n - 1 rows after the
+  // root as verification would (read ahead where that is cheaper). Returns the largest
+  //   n x VerifyMs(1) / (VerifyMs(n) + those reads)
+  // over n in [1, max_n] (1.0 at n = 1: plain decoding), at the context SetContext
+  // chose; `*rows` gets that n. On a 2-core AVX2 EPYC (1.5B target, 32 rows) 1.75x,
+  // where a GPU's flat curve gives nearly max_n. O(max_n).
+  double CeilingSpeedup(int32_t max_n, int32_t* rows = nullptr) const;
+
   // The size in [n, max_n] whose pass, with `other_rows` more rows in it, costs least
   // (the smallest on ties): n rows are never worth verifying when a larger pass (a
   // full row block) costs less; pad them to this size instead. O(max_n - n).
@@ -172,6 +182,13 @@ class CostModel {
   int32_t read_block_ = 1;
   ContextCost verify_context_, draft_context_;
 };
+
+// CostModel::Of(profile).CeilingSpeedup over the profile's measured sizes up to
+// `max_n`: what no proposer graft verifies can beat on the machine it was measured on
+// (`graft tune`, results.md). 0 when there is none to give: no size measured, or rows read ahead
+// without their measured product curve (profiles before version 7), whose ceiling
+// would come out too low to be one.
+double ProfileCeiling(const CostProfile& profile, int32_t max_n, int32_t* rows = nullptr);
 
 // What a lazy pass reads after its root's row (CostModel::ReadsMs's arguments): the
 // rows read alone or first of a product, and the products over c >= 2 rows ([c]).

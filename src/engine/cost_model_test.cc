@@ -197,6 +197,45 @@ TEST(CostModelTest, ProductsArePricedByTheirMeasuredCurve) {
   EXPECT_THROW(m.SetReadProducts({0, 7, -1}), Error);
 }
 
+// The ceiling of any proposer: every proposal right, the best chain length under the
+// curve and its reads; plain decoding where rows cost in proportion.
+TEST(CostModelTest, CeilingIsTheBestRateOfAChainThatIsAlwaysRight) {
+  int32_t rows = -1;
+  std::vector<double> proportional = {0};
+  for (int n = 1; n <= 16; ++n) proportional.push_back(30.0 * n);
+  EXPECT_DOUBLE_EQ(CostModel(proportional, {}).CeilingSpeedup(16, &rows), 1.0);
+  EXPECT_EQ(rows, 1);
+  // A flat curve (a GPU's): the whole budget, each row a token.
+  const std::vector<double> flat(17, 30.0);
+  EXPECT_DOUBLE_EQ(CostModel(flat, {}).CeilingSpeedup(16, &rows), 16.0);
+  EXPECT_EQ(rows, 16);
+  EXPECT_DOUBLE_EQ(CostModel(flat, {}).CeilingSpeedup(4, &rows), 4.0);
+  EXPECT_EQ(rows, 4);
+  EXPECT_DOUBLE_EQ(CostModel(flat, {}).CeilingSpeedup(0, &rows), 1.0);
+  EXPECT_EQ(rows, 1);
+  // The CPU curve: 16 rows (150 ms) beat 15 (170 ms): 16 x 30 / 150.
+  CostModel cpu(CpuCurve(), {});
+  EXPECT_DOUBLE_EQ(cpu.CeilingSpeedup(16, &rows), 16 * 30.0 / 150.0);
+  EXPECT_EQ(rows, 16);
+  // Rows read after the root are paid for: alone at 7 ms each, 15 of them.
+  cpu.SetReadRowMs(7.0);
+  EXPECT_DOUBLE_EQ(cpu.CeilingSpeedup(16, &rows), 16 * 30.0 / (150.0 + 15 * 7.0));
+  EXPECT_EQ(rows, 16);
+  // Read ahead in products (the root's of 7, then products of 7 whose first row is
+  // read alone): brute force over n with the model's own chain prices.
+  cpu.SetReadProducts({0, 7.0, 15.1, 17.4, 19.9, 23.3, 26.5, 30.1});
+  const std::vector<double> sure(15, 1.0);
+  const int32_t ahead = cpu.ReadAheadLength(sure);
+  double best = 0, read_ms = 0;
+  for (int32_t n = 1; n <= 16; ++n) {
+    if (n > 1) read_ms += cpu.ChainReadMs(sure, n - 2, ahead);
+    best = std::max(best, n * 30.0 / (cpu.VerifyMs(n) + read_ms));
+  }
+  EXPECT_DOUBLE_EQ(cpu.CeilingSpeedup(16, &rows), best);
+  EXPECT_GT(best, 16 * 30.0 / (150.0 + 15 * 7.0));  // cheaper than reading each alone
+  EXPECT_LT(best, 16 * 30.0 / 150.0);
+}
+
 // The replay counts a verification's reads as Context computes them: the root's
 // product, a later one only when the accepted path reaches its first row, the rest of
 // the accepted path alone.

@@ -7,6 +7,7 @@
 
 #include "cli_options.h"
 #include "commands.h"
+#include "engine/cost_model.h"
 #include "graft/cost_profile.h"
 
 namespace graft::cli {
@@ -81,6 +82,12 @@ int RunTune(const TuneFlags& f) {
       printf("one product over the logits of");
       for (size_t c = 1; c < p.read_product_ms.size(); ++c) printf(" %zu row%s %.2f ms%s", c, c == 1 ? "" : "s", p.read_product_ms[c], c + 1 < p.read_product_ms.size() ? "," : "\n");
     }
+  }
+  int32_t rows = 1;
+  if (const double x = ProfileCeiling(p, static_cast<int32_t>(p.verify_ms.size()) - 1, &rows); x > 0) {
+    printf("\nceiling: with every proposal right, graft's verification would gain at most %.2fx over\n"
+           "plain decoding here (chains of %d rows, their reads included)\n",
+           x, rows);
   }
   return 0;
 }
