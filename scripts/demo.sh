@@ -10,5 +10,6 @@ shift || true
 # graft's policy prices trees by this machine's cost profile of the default models:
 # measure it here, once (1.5 to 5 minutes on 2 cores), not inside the first request. With
 # other flags (models, threads) generate measures its own on first use.
-if [ $# -eq 0 ]; then build/graft tune --if-missing >/dev/null; fi
+# Its last lines say what speculation can gain here at most (a proposer always right).
+if [ $# -eq 0 ]; then build/graft tune --if-missing | sed -n '/^ceiling:/,$p'; fi
 exec build/graft generate --compare --method graft -n 128 -p "$PROMPT" "$@"
