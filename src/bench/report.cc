@@ -166,15 +166,16 @@ std::string ProfileSentence(const json& p) {
 // " By it, a proposer that is always right ..." (ProfileCeiling): what none of graft's
 // methods can beat on this machine, at the run's largest budget within the measured sizes.
 std::string CeilingSentence(const json& p, int32_t budget) {
-  int32_t rows = 1;
-  double x = 0;
+  CostProfile profile;
   try {
-    x = ProfileCeiling(CostProfileFromJson(p), budget, &rows);
+    profile = CostProfileFromJson(p);
   } catch (const std::exception&) {
     return "";
   }
+  int32_t rows = 1;
+  const double x = ProfileCeiling(profile, budget, &rows);
   if (x <= 0) return "";
-  const int32_t max_n = std::min<int32_t>(budget, static_cast<int32_t>(p["verify_ms"].size()) - 1);
+  const int32_t max_n = std::min<int32_t>(budget, static_cast<int32_t>(profile.verify_ms.size()) - 1);
   return " By it, a proposer that is always right would gain at most " + Num(x, 2) + "x over ar (modelled: " +
          "chains of " + std::to_string(rows) + " rows, their reads included, in trees of up to " +
          std::to_string(max_n) + " rows): the ceiling of graft's methods, the oracle's included, on this machine.";

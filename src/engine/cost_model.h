@@ -185,9 +185,9 @@ class CostModel {
 
 // CostModel::Of(profile).CeilingSpeedup over the profile's measured sizes up to
 // `max_n`: what no proposer graft verifies can beat on the machine it was measured on
-// (`graft tune`, results.md). 0 when there is none to give: no size measured, or rows read ahead
-// without their measured product curve (profiles before version 7), whose ceiling
-// would come out too low to be one.
+// (`graft tune`, results.md). 0 when there is none to give: no size measured, or rows
+// read ahead without their measured product curve (profiles before version 7), whose
+// ceiling would come out too low to be one.
 double ProfileCeiling(const CostProfile& profile, int32_t max_n, int32_t* rows = nullptr);
 
 // What a lazy pass reads after its root's row (CostModel::ReadsMs's arguments): the

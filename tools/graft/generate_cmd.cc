@@ -50,7 +50,7 @@ int RunGenerate(const GenerateFlags& f) {
   GenerateRequest req;
   try {
     req.prompt = EncodePrompt(*lm.target, text, f.system, f.raw);
-  } catch (const Error& e) {
+  } catch (const Error&) {
     if (f.prompt_file.empty()) throw;
     // The chat template moves the file's bytes; tokenizing the file alone names the
     // file and an offset in it. If the file alone is fine, the system prompt was not.
