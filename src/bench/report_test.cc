@@ -158,6 +158,7 @@ TEST(ReportTest, NamesTheCeilingOfAnyMethodUnderTheProfile) {
   json res;
   res["configs"] = json::array({{{"name", "ar"}, {"budget", 0}}, {{"name", "graft@4"}, {"budget", 4}},
                                 {{"name", "llama-lookup"}, {"budget", 16}, {"peer", true}}});
+  res["rows"] = json::array();
   res["summary_by_temp"] = json::object();
   res["status"] = json::object();
   res["steadiness"] = Summarize({Row(Method::kAr, 800, 10)}, Configs(), {"chat"})["steadiness"];
