@@ -172,13 +172,11 @@ std::string CeilingSentence(const json& p, int32_t budget) {
   } catch (const std::exception&) {
     return "";
   }
-  int32_t rows = 1;
-  const double x = ProfileCeiling(profile, budget, &rows);
-  if (x <= 0) return "";
-  const int32_t max_n = std::min<int32_t>(budget, static_cast<int32_t>(profile.verify_ms.size()) - 1);
-  return " By it, a proposer that is always right would gain at most " + Num(x, 2) + "x over ar (modelled: " +
-         "chains of " + std::to_string(rows) + " rows, their reads included, in trees of up to " +
-         std::to_string(max_n) + " rows): the ceiling of graft's methods, the oracle's included, on this machine.";
+  const Ceiling c = ProfileCeiling(profile, budget);
+  if (c.speedup <= 0) return "";
+  return " By it, a proposer that is always right would gain at most " + Num(c.speedup, 2) + "x over ar (modelled: " +
+         "chains of " + std::to_string(c.rows) + " rows, their reads included, in trees of up to " +
+         std::to_string(c.max_n) + " rows): the ceiling of graft's methods, the oracle's included, on this machine.";
 }
 
 }  // namespace

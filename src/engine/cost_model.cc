@@ -191,11 +191,12 @@ double CostModel::CeilingSpeedup(int32_t max_n, int32_t* rows) const {
   return n * VerifyMs(1) / (VerifyMs(n) + read_ms);
 }
 
-double ProfileCeiling(const CostProfile& profile, int32_t max_n, int32_t* rows) {
-  if (profile.read_ahead_ms > 0 && profile.read_product_ms.empty()) return 0;
-  max_n = std::min<int32_t>(max_n, static_cast<int32_t>(profile.verify_ms.size()) - 1);
-  if (max_n < 1) return 0;
-  return CostModel::Of(profile).CeilingSpeedup(max_n, rows);
+Ceiling ProfileCeiling(const CostProfile& profile, int32_t max_n) {
+  Ceiling c;
+  c.max_n = std::min<int32_t>(max_n, static_cast<int32_t>(profile.verify_ms.size()) - 1);
+  if (c.max_n < 1 || (profile.read_ahead_ms > 0 && profile.read_product_ms.empty())) return c;
+  c.speedup = CostModel::Of(profile).CeilingSpeedup(c.max_n, &c.rows);
+  return c;
 }
 
 ReadCounts CountReads(std::span<const int32_t> hinted, std::span<const int32_t> accepted, int32_t read_block) {

@@ -185,10 +185,16 @@ class CostModel {
 
 // CostModel::Of(profile).CeilingSpeedup over the profile's measured sizes up to
 // `max_n`: what no proposer graft verifies can beat on the machine it was measured on
-// (`graft tune`, results.md). 0 when there is none to give: no size measured, or rows
-// read ahead without their measured product curve (profiles before version 7), whose
-// ceiling would come out too low to be one.
-double ProfileCeiling(const CostProfile& profile, int32_t max_n, int32_t* rows = nullptr);
+// (`graft tune`, results.md). `max_n` is what it was priced at (the budget asked,
+// capped at the largest size measured). `speedup` is 0 when there is none to give: no
+// size measured, or rows read ahead without their measured product curve (profiles
+// before version 7), whose ceiling would come out too low to be one.
+struct Ceiling {
+  double speedup = 0;
+  int32_t rows = 1;   // the chain length that reaches it
+  int32_t max_n = 0;  // the largest tree it was priced over
+};
+Ceiling ProfileCeiling(const CostProfile& profile, int32_t max_n);
 
 // What a lazy pass reads after its root's row (CostModel::ReadsMs's arguments): the
 // rows read alone or first of a product, and the products over c >= 2 rows ([c]).

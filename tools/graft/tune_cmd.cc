@@ -2,8 +2,8 @@
 // a draft pass over 1..8) and cache it, so that graft's decisions are the same on
 // every later run. `graft generate` measures it on first use when none is cached;
 // `graft tune --if-missing` (the Quick start's set-up) measures only then.
-#include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "cli_options.h"
@@ -85,15 +85,13 @@ int RunTune(const TuneFlags& f) {
     }
   }
   // At the default tree budget and at the largest size measured.
-  const int32_t measured = static_cast<int32_t>(p.verify_ms.size()) - 1;
-  const int32_t budget = std::min(DecodeOptions{}.tree_budget, measured);
-  int32_t rows = 1, rows_all = 1;
-  const double x = ProfileCeiling(p, budget, &rows), x_all = ProfileCeiling(p, measured, &rows_all);
-  if (x > 0) {
+  const Ceiling c = ProfileCeiling(p, DecodeOptions{}.tree_budget);
+  const Ceiling all = ProfileCeiling(p, std::numeric_limits<int32_t>::max());
+  if (c.speedup > 0) {
     printf("\nceiling: with every proposal right, graft's verification would gain at most %.2fx over\n"
            "plain decoding here with trees of up to %d rows (chains of %d, their reads included)",
-           x, budget, rows);
-    if (measured > budget) printf(", %.2fx up to %d (chains of %d)", x_all, measured, rows_all);
+           c.speedup, c.max_n, c.rows);
+    if (all.max_n > c.max_n) printf(", %.2fx up to %d (chains of %d)", all.speedup, all.max_n, all.rows);
     printf("\n");
   }
   return 0;
