@@ -1,0 +1,98 @@
+// Run-time choice of the multi-row kernel set (see multirow.h).
+#include "multirow.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+extern "C" {
+#define MULTIROW_DECLARE(isa)                                                                  \
+    void ggml_multirow_vec_dot_q6_K_q8_K_##isa(int, float *, size_t, const void *, const void *, \
+                                               size_t, int);                                   \
+    void ggml_multirow_gemm_q4_K_8x8_q8_K_##isa(int, float *, size_t, const void *, const void *, \
+                                                int, int);
+MULTIROW_DECLARE(avx2)
+MULTIROW_DECLARE(avx512)
+MULTIROW_DECLARE(avx512vnni)
+}
+
+namespace {
+
+enum Set { kOff = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Vnni = 3 };
+const char * const kNames[] = {nullptr, "avx2", "avx512", "avx512vnni"};
+
+Set Detected() {
+    static const Set detected = [] {
+        __builtin_cpu_init();
+        const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                          __builtin_cpu_supports("f16c");
+        const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
+                            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                            __builtin_cpu_supports("avx512vl");
+        if (avx512 && __builtin_cpu_supports("avx512vnni")) return kAvx512Vnni;
+        if (avx512) return kAvx512;
+        return avx2 ? kAvx2 : kOff;
+    }();
+    return detected;
+}
+
+// The set the kernels dispatch to: Current() as the last op that asked saw it (the
+// environment is read once per op, not once per weight row).
+std::atomic<int> g_selected{kOff};
+
+// The detected set, capped by GGML_MULTIROW.
+Set Current() {
+    const Set best = Detected();
+    const char * e = std::getenv("GGML_MULTIROW");
+    Set cap = kAvx512Vnni;
+    if (e != nullptr && (!strcmp(e, "0") || !strcmp(e, "off"))) cap = kOff;
+    else if (e != nullptr && !strcmp(e, "avx2")) cap = kAvx2;
+    else if (e != nullptr && !strcmp(e, "avx512")) cap = kAvx512;
+    const Set set = best < cap ? best : cap;
+    g_selected.store(set, std::memory_order_relaxed);
+    return set;
+}
+
+Set Selected() { return (Set) g_selected.load(std::memory_order_relaxed); }
+
+}  // namespace
+
+extern "C" {
+
+const char * ggml_multirow_kernels(void) { return kNames[Current()]; }
+
+// Q6_K's kernel does each row's multiply-adds as the 1-row kernel does (the unpacking is
+// what it shares), so from 15 rows on the tiled path, which pads to 16 rows whatever it
+// gets, is as fast or faster (multirow_bench, 2-core AVX-512 EPYC: 16 rows 34.8 ms
+// against 34.5 for the output matrix, 14 rows 27.1 against 34.3).
+constexpr int64_t kQ6KMaxRows = 14;
+
+bool ggml_multirow_mul_mat(const struct ggml_tensor * src0, const struct ggml_tensor * src1) {
+    return src0->type == GGML_TYPE_Q6_K && src0->extra == nullptr && src1->type == GGML_TYPE_F32 &&
+           src1->ne[1] >= 2 && src1->ne[1] <= kQ6KMaxRows && src1->ne[2] == 1 &&
+           src1->ne[3] == 1 && src0->ne[2] == 1 && src0->ne[3] == 1 && Current() != kOff;
+}
+
+bool ggml_multirow_repacked_q4_K(int64_t ne11, int64_t ne12) {
+    return ne11 >= 2 && ne11 <= GGML_MULTIROW_MAX && ne12 == 1 && Current() != kOff;
+}
+
+void ggml_multirow_vec_dot_q6_K_q8_K(int n, float * s, size_t bs, const void * vx, const void * vy,
+                                     size_t by, int nrc) {
+    switch (Selected()) {
+        case kAvx512Vnni: ggml_multirow_vec_dot_q6_K_q8_K_avx512vnni(n, s, bs, vx, vy, by, nrc); break;
+        case kAvx512: ggml_multirow_vec_dot_q6_K_q8_K_avx512(n, s, bs, vx, vy, by, nrc); break;
+        default: ggml_multirow_vec_dot_q6_K_q8_K_avx2(n, s, bs, vx, vy, by, nrc); break;
+    }
+}
+
+void ggml_multirow_gemm_q4_K_8x8_q8_K(int n, float * s, size_t bs, const void * vx, const void * vy,
+                                      int nr, int nc) {
+    switch (Selected()) {
+        case kAvx512Vnni: ggml_multirow_gemm_q4_K_8x8_q8_K_avx512vnni(n, s, bs, vx, vy, nr, nc); break;
+        case kAvx512: ggml_multirow_gemm_q4_K_8x8_q8_K_avx512(n, s, bs, vx, vy, nr, nc); break;
+        default: ggml_multirow_gemm_q4_K_8x8_q8_K_avx2(n, s, bs, vx, vy, nr, nc); break;
+    }
+}
+
+}  // extern "C"
