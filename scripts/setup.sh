@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One-time (idempotent) set-up: system packages, the pinned llama.cpp backend in
-# .venv, the models, and the build. A second run is quick: every step checks
+# .venv (with graft's multi-row kernels, ggml-patch/), the models, and the build. A second run is quick: every step checks
 # first and skips what is already done.
 #   scripts/setup.sh            everything
 #   GRAFT_SKIP_BUILD=1 ...      all but the CMake build
@@ -24,7 +24,7 @@ MATPLOTLIB_VERSION=3.11.2
 # headers its pkg-config file requires. curl: tests/server/server_test.py.
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config python3-venv libgtest-dev
   libbenchmark-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libdivsufsort-dev libxxhash-dev
-  curl)
+  curl patch)
 log() { printf '[setup] %s\n' "$*"; }
 # llama.cpp for this CPU (-march=native), but never its AMX kernels: the pinned build's
 # AMX path dies with SIGILL on Sapphire Rapids machines of this kind (its tile config is
@@ -45,6 +45,24 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# The llama-cpp-python source distribution (it vendors llama.cpp at the pinned commit),
+# downloaded once into the cache; prints its path.
+fetch_sdist() {
+  local dir=${GRAFT_SDIST_CACHE:-$HOME/.cache/graft/src}
+  local sdist="$dir/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz"
+  if [ ! -f "$sdist" ]; then
+    log "downloading the llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION source distribution" >&2
+    local py=python3
+    [ -x .venv/bin/python ] && py=.venv/bin/python
+    mkdir -p "$dir"
+    rm -rf "$dir/src.tmp"
+    "$py" -m pip download -q --no-binary :all: --no-deps "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" -d "$dir/src.tmp" >&2
+    mv "$dir/src.tmp/$(basename "$sdist")" "$sdist"
+    rm -rf "$dir/src.tmp"
+  fi
+  echo "$sdist"
+}
+
 # Peers: llama.cpp's tools (llama-completion, llama-speculative-simple, llama-lookup,
 # llama-server) from the llama-cpp-python sdist's vendor/llama.cpp, i.e. the commit our
 # backend is built from, with -march=native like it. Statically linked, into a cache
@@ -58,15 +76,8 @@ build_peers() {
   [ "$(cat "$bin/graft-peers.stamp" 2>/dev/null)" = "$NO_AMX" ] || have=0
   if [ "$have" = 1 ]; then log "llama.cpp peers present in $bin"; return; fi
   mkdir -p "$cache/src" "$bin"
-  local sdist="$cache/src/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz"
-  if [ ! -f "$sdist" ]; then
-    log "downloading the llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION source distribution"
-    local py=python3
-    [ -x .venv/bin/python ] && py=.venv/bin/python
-    "$py" -m pip download -q --no-binary :all: --no-deps "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" -d "$cache/src.tmp"
-    mv "$cache/src.tmp/$(basename "$sdist")" "$sdist"
-    rm -rf "$cache/src.tmp"
-  fi
+  local sdist
+  sdist=$(fetch_sdist)
   local llama="$cache/src/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION/vendor/llama.cpp"
   if [ ! -f "$llama/CMakeLists.txt" ]; then
     tar -xzf "$sdist" -C "$cache/src" "llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION/vendor/llama.cpp"
@@ -92,8 +103,10 @@ if [ "$PEERS_ONLY" = 1 ]; then
   exit 0
 fi
 
-# 2. Python virtual environment with the pinned llama.cpp (compiled from source
-#    for this CPU on first install; pip caches the wheel afterwards).
+# 2. Python virtual environment with the pinned llama.cpp, compiled from its source
+#    distribution for this CPU with graft's multi-row kernels added (ggml-patch/: a
+#    patch to ggml-cpu and the files it adds). The stamp names the patch and the CPU, so
+#    a changed patch or another machine rebuilds it.
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   log "creating .venv"
@@ -104,14 +117,21 @@ installed() { "$VPY" -m pip show "$1" 2>/dev/null | awk '/^Version:/{print $2}';
 # The stamp records what the installed backend was built with; a different one rebuilds
 # it (without pip's wheel cache, which ignores CMAKE_ARGS).
 BACKEND_STAMP=.venv/graft-backend.stamp
-BACKEND_WANT="llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION $BACKEND_CMAKE_ARGS"
+PATCH_SUM=$(cd ggml-patch && find . -type f ! -name '*.md' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
+CPU_SUM=$( (grep -E '^(model name|flags)' /proc/cpuinfo 2>/dev/null || uname -m) | sort -u | sha256sum | cut -c1-16)
+BACKEND_WANT="llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION $BACKEND_CMAKE_ARGS ggml-patch=$PATCH_SUM cpu=$CPU_SUM"
 if [ "$(installed llama_cpp_python)" != "$LLAMA_CPP_PYTHON_VERSION" ] ||
    [ "$(cat "$BACKEND_STAMP" 2>/dev/null)" != "$BACKEND_WANT" ]; then
-  log "installing llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION (builds llama.cpp; ~10 min the first time)"
+  log "building llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION with ggml-patch/ (builds llama.cpp; ~10 min)"
   rm -f "$BACKEND_STAMP"
-  CMAKE_ARGS="$BACKEND_CMAKE_ARGS" "$VPY" -m pip install -q --force-reinstall --no-deps --no-cache-dir \
-    "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
+  SDIST=$(fetch_sdist)
+  SRC=.venv/src/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION
+  rm -rf .venv/src && mkdir -p .venv/src
+  tar -xzf "$SDIST" -C .venv/src
+  ggml-patch/apply.sh "$SRC/vendor/llama.cpp"
+  CMAKE_ARGS="$BACKEND_CMAKE_ARGS" "$VPY" -m pip install -q --force-reinstall --no-deps --no-cache-dir "./$SRC"
   "$VPY" -m pip install -q "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"  # its Python dependencies
+  rm -rf .venv/src
   echo "$BACKEND_WANT" > "$BACKEND_STAMP"
 fi
 [ "$(installed gguf)" = "$GGUF_VERSION" ] || "$VPY" -m pip install -q "gguf==$GGUF_VERSION"

@@ -32,8 +32,14 @@ struct llama_vocab;
 
 namespace graft {
 
-// Version string of the llama.cpp build this binary was compiled against.
+// Version string of the llama.cpp build this binary was compiled against, and the CPU
+// kernel set it runs: graft's multi-row kernels (ggml-patch/) or llama.cpp's own.
 std::string LlamaBuildInfo();
+
+// The multi-row kernel set llama.cpp's CPU backend runs ("avx512vnni", "avx512", "avx2"),
+// or "" when it runs its stock kernels (built without ggml-patch/, no AVX2, or
+// GGML_MULTIROW=0 at start).
+std::string CpuKernelSet();
 
 // Routes llama.cpp's log: when `verbose` is false only errors reach stderr.
 void SetBackendVerbose(bool verbose);

@@ -101,8 +101,23 @@ uint64_t Fnv1a(uint64_t h, const void* data, size_t n) {
 
 }  // namespace
 
+std::string CpuKernelSet() {
+  ggml_backend_reg_t reg = ggml_backend_reg_by_name("CPU");
+  auto get = reg == nullptr ? nullptr
+                            : reinterpret_cast<ggml_backend_get_features_t>(
+                                  ggml_backend_reg_get_proc_address(reg, "ggml_backend_get_features"));
+  if (get != nullptr) {
+    for (ggml_backend_feature* f = get(reg); f->name != nullptr; ++f) {
+      if (std::strcmp(f->name, "MULTIROW") == 0) return f->value;
+    }
+  }
+  return "";
+}
+
 std::string LlamaBuildInfo() {
-  return std::string("llama.cpp ") + GRAFT_LLAMA_VERSION + " (commit " + GRAFT_LLAMA_COMMIT + ")";
+  const std::string set = CpuKernelSet();
+  return std::string("llama.cpp ") + GRAFT_LLAMA_VERSION + " (commit " + GRAFT_LLAMA_COMMIT + "), " +
+         (set.empty() ? "stock CPU kernels" : "graft multi-row kernels " + set);
 }
 
 void SetBackendVerbose(bool verbose) {

@@ -34,7 +34,9 @@ namespace {
 // 6: with lazy_logits also rows read ahead with the one asked for (read_ahead_ms).
 // 7: a product over each number of rows (read_product_ms): linear from a product of 4
 // priced one of 2 at 11.3 ms where it took 15.1 (2-core EPYC).
-constexpr int kProfileVersion = 7;
+// 8: llama.cpp with graft's multi-row kernels (ggml-patch/), whose rows cost far less;
+// the key names the kernel set, so a build without them keeps a profile of its own.
+constexpr int kProfileVersion = 8;
 
 // The sizes of a curve that MedianCurves times three times a round.
 constexpr size_t kSmallSizes = 4;

@@ -48,6 +48,7 @@ printf 'not a model\n' >"$TMP/text.gguf"
 head -c 1000000 "$TINY" >"$TMP/truncated.gguf"
 
 expect_ok   "version names the llama.cpp commit" "commit" "$GRAFT" --version
+expect_ok   "version names the CPU kernel set" "kernels" "$GRAFT" --version
 expect_ok   "generate ar on the tiny model" "decoded 8 tokens" "$GRAFT" generate -m "$TINY" -p "hello" -n 8
 expect_ok   "generate --json" '"new_tokens": 8' "$GRAFT" generate -m "$TINY" -md "$DRAFT" --method tree -p "hello" -n 8 --json
 expect_ok   "generate -f FILE" "decoded 4 tokens" "$GRAFT" generate -m "$TINY" -f "$TMP/text.gguf" -n 4 --raw
