@@ -19,7 +19,21 @@ MULTIROW_DECLARE(avx512vnni)
 namespace {
 
 enum Set { kOff = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Vnni = 3 };
-const char * const kNames[] = {nullptr, "avx2", "avx512", "avx512vnni"};
+
+// Each set's name and kernels, indexed by Set (kOff's kernels are never called).
+struct Kernels {
+    const char * name;
+    void (*vec_dot_q6_K)(int, float *, size_t, const void *, const void *, size_t, int);
+    void (*gemm_q4_K)(int, float *, size_t, const void *, const void *, int, int);
+};
+#define MULTIROW_KERNELS(isa) ggml_multirow_vec_dot_q6_K_q8_K_##isa, ggml_multirow_gemm_q4_K_8x8_q8_K_##isa
+const Kernels kSets[] = {
+    {nullptr, MULTIROW_KERNELS(avx2)},
+    {"avx2", MULTIROW_KERNELS(avx2)},
+    {"avx512", MULTIROW_KERNELS(avx512)},
+    {"avx512vnni", MULTIROW_KERNELS(avx512vnni)},
+};
+#undef MULTIROW_KERNELS
 
 Set Detected() {
     static const Set detected = [] {
@@ -53,13 +67,13 @@ Set Current() {
     return set;
 }
 
-Set Selected() { return (Set) g_selected.load(std::memory_order_relaxed); }
+const Kernels & Selected() { return kSets[g_selected.load(std::memory_order_relaxed)]; }
 
 }  // namespace
 
 extern "C" {
 
-const char * ggml_multirow_kernels(void) { return kNames[Current()]; }
+const char * ggml_multirow_kernels(void) { return kSets[Current()].name; }
 
 // Q6_K's kernel does each row's multiply-adds as the 1-row kernel does (the unpacking is
 // what it shares), so from 15 rows on the tiled path, which pads to 16 rows whatever it
@@ -79,20 +93,12 @@ bool ggml_multirow_repacked_q4_K(int64_t ne11, int64_t ne12) {
 
 void ggml_multirow_vec_dot_q6_K_q8_K(int n, float * s, size_t bs, const void * vx, const void * vy,
                                      size_t by, int nrc) {
-    switch (Selected()) {
-        case kAvx512Vnni: ggml_multirow_vec_dot_q6_K_q8_K_avx512vnni(n, s, bs, vx, vy, by, nrc); break;
-        case kAvx512: ggml_multirow_vec_dot_q6_K_q8_K_avx512(n, s, bs, vx, vy, by, nrc); break;
-        default: ggml_multirow_vec_dot_q6_K_q8_K_avx2(n, s, bs, vx, vy, by, nrc); break;
-    }
+    Selected().vec_dot_q6_K(n, s, bs, vx, vy, by, nrc);
 }
 
 void ggml_multirow_gemm_q4_K_8x8_q8_K(int n, float * s, size_t bs, const void * vx, const void * vy,
                                       int nr, int nc) {
-    switch (Selected()) {
-        case kAvx512Vnni: ggml_multirow_gemm_q4_K_8x8_q8_K_avx512vnni(n, s, bs, vx, vy, nr, nc); break;
-        case kAvx512: ggml_multirow_gemm_q4_K_8x8_q8_K_avx512(n, s, bs, vx, vy, nr, nc); break;
-        default: ggml_multirow_gemm_q4_K_8x8_q8_K_avx2(n, s, bs, vx, vy, nr, nc); break;
-    }
+    Selected().gemm_q4_K(n, s, bs, vx, vy, nr, nc);
 }
 
 }  // extern "C"
