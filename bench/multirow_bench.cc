@@ -17,17 +17,9 @@
 #include "ggml-cpu.h"
 #include "ggml.h"
 
-namespace {
+#include "backend/ggml_cpu.h"
 
-ggml_backend_buffer_type_t RepackBufferType() {
-  ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
-  auto get = reinterpret_cast<ggml_backend_dev_get_extra_bufts_t>(
-      ggml_backend_reg_get_proc_address(ggml_backend_dev_backend_reg(dev), "ggml_backend_dev_get_extra_bufts"));
-  for (ggml_backend_buffer_type_t* b = get ? get(dev) : nullptr; b != nullptr && *b != nullptr; ++b) {
-    if (std::strcmp(ggml_backend_buft_name(*b), "CPU_REPACK") == 0) return *b;
-  }
-  return ggml_backend_cpu_buffer_type();
-}
+namespace {
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -48,6 +40,8 @@ int main(int argc, char** argv) {
                           {GGML_TYPE_Q6_K, 8960, 1536, "ffn_down Q6_K 8960x1536"},
                           {GGML_TYPE_Q6_K, 1536, 151936, "output Q6_K 1536x151936"}};
   ggml_backend_t backend = ggml_backend_cpu_init();
+  // Q4_K repacked as llama.cpp loads it (the multi-row Q4_K kernel is for that layout).
+  ggml_backend_buffer_type_t repack = graft::CpuRepackBufferType();
   ggml_backend_cpu_set_n_threads(backend, threads);
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.f, 1.f);
@@ -57,7 +51,7 @@ int main(int argc, char** argv) {
     ggml_context* wctx = ggml_init(wp);
     ggml_tensor* w = ggml_new_tensor_2d(wctx, sh.type, sh.k, sh.m);
     ggml_backend_buffer_t wbuf =
-        ggml_backend_alloc_ctx_tensors_from_buft(wctx, sh.type == GGML_TYPE_Q4_K ? RepackBufferType() : ggml_backend_cpu_buffer_type());
+        ggml_backend_alloc_ctx_tensors_from_buft(wctx, sh.type == GGML_TYPE_Q4_K && repack != nullptr ? repack : ggml_backend_cpu_buffer_type());
     {
       std::vector<float> f(sh.k * sh.m);
       for (float& v : f) v = nd(rng);

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string_view>
 
+#include "backend/ggml_cpu.h"
 #include "backend/sequence_ops.h"
 #include "graft/backend.h"
 #include "graft/error.h"
@@ -101,18 +102,7 @@ uint64_t Fnv1a(uint64_t h, const void* data, size_t n) {
 
 }  // namespace
 
-std::string CpuKernelSet() {
-  ggml_backend_reg_t reg = ggml_backend_reg_by_name("CPU");
-  auto get = reg == nullptr ? nullptr
-                            : reinterpret_cast<ggml_backend_get_features_t>(
-                                  ggml_backend_reg_get_proc_address(reg, "ggml_backend_get_features"));
-  if (get != nullptr) {
-    for (ggml_backend_feature* f = get(reg); f->name != nullptr; ++f) {
-      if (std::strcmp(f->name, "MULTIROW") == 0) return f->value;
-    }
-  }
-  return "";
-}
+std::string CpuKernelSet() { return CpuBackendFeature("MULTIROW"); }
 
 std::string LlamaBuildInfo() {
   const std::string set = CpuKernelSet();

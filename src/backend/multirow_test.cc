@@ -20,7 +20,12 @@
 #include "ggml-cpu.h"
 #include "ggml.h"
 
+#include "backend/ggml_cpu.h"
+
 namespace {
+
+using graft::CpuBackendFeature;
+using graft::CpuRepackBufferType;
 
 // ggml's block_q8_K (ggml-common.h), which no public header declares.
 struct BlockQ8K {
@@ -28,29 +33,6 @@ struct BlockQ8K {
   int8_t qs[256];
   int16_t bsums[16];
 };
-
-std::string CpuFeature(const char* name) {
-  ggml_backend_reg_t reg = ggml_backend_reg_by_name("CPU");
-  if (reg == nullptr) return "";
-  auto get = reinterpret_cast<ggml_backend_get_features_t>(
-      ggml_backend_reg_get_proc_address(reg, "ggml_backend_get_features"));
-  if (get == nullptr) return "";
-  for (ggml_backend_feature* f = get(reg); f->name != nullptr; ++f) {
-    if (std::strcmp(f->name, name) == 0) return f->value;
-  }
-  return "";
-}
-
-ggml_backend_buffer_type_t RepackBufferType() {
-  ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
-  auto get = reinterpret_cast<ggml_backend_dev_get_extra_bufts_t>(
-      ggml_backend_reg_get_proc_address(ggml_backend_dev_backend_reg(dev), "ggml_backend_dev_get_extra_bufts"));
-  if (get == nullptr) return nullptr;
-  for (ggml_backend_buffer_type_t* b = get(dev); b != nullptr && *b != nullptr; ++b) {
-    if (std::strcmp(ggml_backend_buft_name(*b), "CPU_REPACK") == 0) return *b;
-  }
-  return nullptr;
-}
 
 // A weight matrix of type `type`, k x m, quantized from random values and held in a
 // buffer of `buft` (the repack buffer repacks it as llama.cpp does when loading).
@@ -147,7 +129,7 @@ class MultirowTest : public ::testing::Test {
 
 // The kernel sets to test: every one this CPU runs, from the widest down.
 std::vector<std::string> KernelSets() {
-  const std::string best = CpuFeature("MULTIROW");
+  const std::string best = CpuBackendFeature("MULTIROW");
   std::vector<std::string> sets;
   if (best == "avx512vnni") sets = {"avx512vnni", "avx512", "avx2"};
   else if (best == "avx512") sets = {"avx512", "avx2"};
@@ -164,7 +146,7 @@ TEST_F(MultirowTest, KernelsAreBuiltAndChosenForThisCpu) {
   const std::string want = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") ? "avx512vnni"
                            : __builtin_cpu_supports("avx512bw")                                       ? "avx512"
                                                                                                        : "avx2";
-  EXPECT_EQ(CpuFeature("MULTIROW"), want) << "llama.cpp built without graft's ggml-patch (scripts/setup.sh applies it)";
+  EXPECT_EQ(CpuBackendFeature("MULTIROW"), want) << "llama.cpp built without graft's ggml-patch (scripts/setup.sh applies it)";
 #else
   GTEST_SKIP() << "x86 kernels only";
 #endif
@@ -173,7 +155,7 @@ TEST_F(MultirowTest, KernelsAreBuiltAndChosenForThisCpu) {
 TEST_F(MultirowTest, EachRowIsTheOneRowProductBitForBitAndMatchesTheScalarReference) {
   const std::vector<std::string> sets = KernelSets();
   if (sets.empty()) GTEST_SKIP() << "no multi-row kernels on this CPU";
-  ggml_backend_buffer_type_t repack = RepackBufferType();
+  ggml_backend_buffer_type_t repack = CpuRepackBufferType();
   ASSERT_NE(repack, nullptr);
   // k: 3 and 6 super-blocks; m: Q6_K rows not a multiple of 8 or 16, Q4_K groups of 8 an odd
   // number of times (the 512-bit kernel pairs groups) and even.
