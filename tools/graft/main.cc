@@ -27,7 +27,7 @@ namespace {
 // process, a second thread team) the spinners steal them and decoding collapses.
 // libgomp reads the variable once, when it loads (before main), so the first start
 // sets our default and runs itself again. A value the user set wins, and so does
-// OMP_WAIT_POLICY. kSpinCount: see README "Threads and shared cores" for the measurement.
+// OMP_WAIT_POLICY. kSpinCount: the measurement is on docs/results.md, "OpenMP spinning on shared cores".
 constexpr const char* kSpinCount = "3000";
 
 void UseSpinPolicy(char** argv) {
