@@ -192,9 +192,20 @@ std::vector<BenchPrompt> LoadCustom(const DatasetSpec& spec) {
   return out;
 }
 
+// ClassEval skeletons (code_completion/classeval.jsonl, see its SOURCE.txt): {"id",
+// "category", "prompt"}, the prompt already the instruction and the class to complete.
+std::vector<BenchPrompt> LoadCodeCompletion(const std::string& path) {
+  DatasetSpec spec;
+  spec.dataset = path;
+  spec.prompt_field = "prompt";
+  spec.category_field = "category";
+  spec.id_field = "id";
+  return LoadCustom(spec);
+}
+
 }  // namespace
 
-std::vector<std::string> BuiltinDatasets() { return {"spec_bench", "long", "code_edit"}; }
+std::vector<std::string> BuiltinDatasets() { return {"spec_bench", "long", "code_edit", "code_completion"}; }
 
 std::string SourceDir() {
   if (const char* s = std::getenv("GRAFT_SOURCE_DIR"); s != nullptr && *s != '\0') return s;
@@ -214,22 +225,25 @@ std::vector<BenchPrompt> LoadDataset(const DatasetSpec& spec) {
     const std::string dir = spec.data_dir.empty() ? DefaultDataDir() : spec.data_dir;
     if (!fs::is_directory(dir)) {
       throw Error("data directory " + dir + " not found; pass --data-dir DIR (the folder holding spec_bench/, " +
-                  "long/ and code_edit/) or set GRAFT_DATA_DIR");
+                  "long/, code_edit/ and code_completion/) or set GRAFT_DATA_DIR");
     }
     const std::map<std::string, std::string> files = {{"spec_bench", "spec_bench/question.jsonl"},
                                                       {"long", "long/gov_report_summ.jsonl"},
-                                                      {"code_edit", "code_edit/edit_eval.jsonl"}};
+                                                      {"code_edit", "code_edit/edit_eval.jsonl"},
+                                                      {"code_completion", "code_completion/classeval.jsonl"}};
     source = (fs::path(dir) / files.at(spec.dataset)).string();
     if (!fs::is_regular_file(source)) {
       throw Error("dataset file " + source + " not found (is --data-dir " + dir + " the right folder?)");
     }
     if (spec.dataset == "spec_bench") all = LoadSpecBench(source);
     else if (spec.dataset == "long") all = LoadLong(source);
-    else all = LoadCodeEdit(source);
+    else if (spec.dataset == "code_edit") all = LoadCodeEdit(source);
+    else all = LoadCodeCompletion(source);
   } else {
     source = spec.dataset;
     if (!fs::is_regular_file(source)) {
-      throw Error("dataset '" + source + "' is neither a built-in dataset (spec_bench, long, code_edit) " +
+      throw Error("dataset '" + source + "' is neither a built-in dataset (spec_bench, long, code_edit, " +
+                  "code_completion) " +
                   "nor an existing JSONL file");
     }
     all = LoadCustom(spec);

@@ -28,7 +28,7 @@ struct BenchPrompt {
 
 struct DatasetSpec {
   std::string dataset = "spec_bench";  // built-in name or a path to a .jsonl file
-  std::string data_dir;                // holds spec_bench/, long/, code_edit/ (built-ins only)
+  std::string data_dir;                // holds spec_bench/, long/, code_edit/, code_completion/ (built-ins)
   std::string prompt_field = "turns";  // custom files: string or list of strings
   std::string category_field;          // custom files: "" = "category" when present, else the file stem
   std::string id_field;                // custom files: "" = question_id, id or task_id when present, else the line

@@ -96,6 +96,21 @@ TEST(Dataset, LongAndCodeEdit) {
   EXPECT_NE(t.find("    return False\n```\n\nReply with the complete edited code only."), std::string::npos) << t;
 }
 
+TEST(Dataset, CodeCompletion) {
+  DatasetSpec spec = FixtureSpec("code_completion");
+  const auto cc = LoadDataset(spec);
+  ASSERT_EQ(cc.size(), 3u);  // the fixture: the first 3 of ClassEval's 100 skeletons
+  EXPECT_EQ(cc[0].id, "ClassEval_0");
+  EXPECT_EQ(cc[2].id, "ClassEval_2");
+  EXPECT_EQ(cc[0].category, "code_completion");
+  ASSERT_EQ(cc[0].turns.size(), 1u);
+  const std::string& t = cc[0].turns[0];
+  EXPECT_EQ(t.rfind("Complete the following Python class. Implement every method.\n\nimport logging\n", 0), 0u) << t;
+  EXPECT_NE(t.find("class AccessGatewayFilter:"), std::string::npos) << t;
+  spec.per_category = 1;
+  EXPECT_EQ(LoadDataset(spec).size(), 1u);
+}
+
 TEST(Dataset, CodeEditPromptFencesTheCodeAndItsContext) {
   EXPECT_EQ(CodeEditPrompt("Fix it.", "", "def f():\n    return 1\n\n  \n"),
             "Fix it.\n\n```python\ndef f():\n    return 1\n```\n\nReply with the complete edited code only.");
