@@ -7,6 +7,10 @@ OUTDIR/categories.png (one pair per temperature after the first: pareto_t0.7.png
                   against tau (tokens per target pass), one point per method and peer
                   (ar = the 1.0 line)
   categories.png  per-category speedup bars, one bar per method at its best budget
+  fixed_budget.png  with `graft bench --fixed-budget` (results.json "fixed_budget"): the
+                  paper's Pareto figure, tau against verified nodes per pass and against
+                  draft passes per step, one line per method (tree, pruned, graft, chain,
+                  suffix) through its budgets, ar as the (1, 1) point
 
 Usage: plot_bench.py OUTDIR   (needs matplotlib; `graft bench` calls it at the end)
 """
@@ -124,6 +128,46 @@ def plot_categories(plt, res, table, temp, path):
     save(plt, fig, path)
 
 
+# The methods of the paper's figure, in its order; others in the table are left out.
+PARETO_METHODS = ("tree", "pruned", "graft", "chain", "suffix")
+
+
+def plot_fixed_budget(plt, res, temp, path):
+    """Two panels sharing tau (new tokens per target pass) as y: verified nodes per pass,
+    and draft passes per step, one line per method through its budgets (labelled N)."""
+    rows = [r for r in res["fixed_budget"].get("rows", []) if format_temp(r["temperature"]) == temp]
+    lines = {}
+    for r in rows:
+        if r["method"] in PARETO_METHODS and r.get("n", 0) > 0:
+            lines.setdefault(r["method"], []).append(r)
+    if not lines:
+        return False
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
+    panels = (("nodes_per_pass", "verified nodes per target pass"), ("draft_passes_per_step", "draft passes per step"))
+    for ax, (key, label) in zip(axes, panels):
+        for r in rows:
+            if r["method"] == "ar":
+                ax.scatter([r[key]], [r["tau"]], marker="s", color="gray", zorder=3, label="ar")
+        for m in PARETO_METHODS:
+            pts = sorted(lines.get(m, []), key=lambda r: r["budget"])
+            if not pts:
+                continue
+            style = dict(marker="*" if m == "graft" else "o", linewidth=2 if m == "graft" else 1.2,
+                         markersize=10 if m == "graft" else 5)
+            ax.plot([r[key] for r in pts], [r["tau"] for r in pts], label=m, **style)
+            for r in pts:
+                ax.annotate(f"N={r['budget']}", (r[key], r["tau"]), textcoords="offset points", xytext=(4, 3),
+                            fontsize=6)
+        ax.set_xlabel(label)
+        ax.grid(True, alpha=0.3)
+    axes[0].set_xscale("log", base=2)
+    axes[0].set_ylabel("tau (new tokens per target pass)")
+    axes[1].legend(fontsize=8)
+    fig.suptitle(f"graft bench --fixed-budget: tau against verification and drafting (T={temp}, {status_text(res)})")
+    save(plt, fig, path)
+    return True
+
+
 def save(plt, fig, path):
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -163,6 +207,10 @@ def main():
             path = os.path.join(outdir, f"{name}{suffix}.png")
             fn(plt, res, table, temp, path)
             written.append(path)
+        if isinstance(res.get("fixed_budget"), dict):
+            path = os.path.join(outdir, f"fixed_budget{suffix}.png")
+            if plot_fixed_budget(plt, res, temp, path):
+                written.append(path)
     print("plots: " + ", ".join(written))
 
 

@@ -316,4 +316,95 @@ TEST_F(BenchCli, QuickPresetOnSpecBench) {
   for (const json& r : j["rows"]) EXPECT_LE(r["prompt_tokens"].get<int>(), r["turns"].get<int>() == 1 ? 512 : 2000);
 }
 
+// --fixed-budget: the paper's table (every method at every budget, graft drafting at
+// every step), with both modelled columns and the claim, in results.md, results.json
+// and on stdout; and the time the command took.
+TEST_F(BenchCli, FixedBudgetWritesThePapersTable) {
+  const fs::path data = Write("p.jsonl", kPrompts);
+  auto argv = Base();
+  for (const char* a : {"--fixed-budget", "--budgets", "4,8", "--methods", "tree,graft", "-n", "8", "--max-prompts",
+                        "1", "--dataset", data.c_str(), "-o"}) {
+    argv.push_back(a);
+  }
+  argv.push_back((dir_ / "out").string());
+  ASSERT_EQ(Run(argv), 0) << Stderr();
+  const json j = json::parse(Slurp(dir_ / "out" / "results.json"));
+  EXPECT_EQ(j["flags"]["fixed_budget"], true);
+  EXPECT_EQ(j["flags"]["skip_draft_gain"], 0.0);  // "always draft"
+  EXPECT_GT(j["elapsed_s"].get<double>(), 0.0);
+  ASSERT_TRUE(j.contains("fixed_budget"));
+  const json& fb = j["fixed_budget"];
+  EXPECT_EQ(fb["model_profiles"], json({"measured", "rows-free"}));
+  std::vector<std::string> names;
+  for (const json& r : fb["rows"]) names.push_back(r["config"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"ar", "tree@4", "tree@8", "graft@4", "graft@8"}));
+  for (const json& r : fb["rows"]) {
+    SCOPED_TRACE(r["config"].get<std::string>());
+    // From the rows themselves (one prompt): the counts GenerationStats keeps.
+    int64_t tokens = 0, passes = 0, nodes = 0, draft_passes = 0;
+    for (const json& row : j["rows"]) {
+      if (row["config"] != r["config"]) continue;
+      tokens += row["new_tokens"].get<int64_t>();
+      passes += row["target_passes"].get<int64_t>();
+      nodes += row["nodes_verified"].get<int64_t>();
+      draft_passes += row["draft_passes"].get<int64_t>();
+    }
+    ASSERT_GT(passes, 0);
+    EXPECT_DOUBLE_EQ(r["tau"].get<double>(), static_cast<double>(tokens) / passes);
+    EXPECT_DOUBLE_EQ(r["nodes_per_pass"].get<double>(), static_cast<double>(nodes) / passes);
+    EXPECT_DOUBLE_EQ(r["draft_passes_per_step"].get<double>(), static_cast<double>(draft_passes) / passes);
+    EXPECT_TRUE(r["modelled"]["measured"].is_number());
+    EXPECT_TRUE(r["modelled"]["rows-free"].is_number());
+    if (r["method"] != "ar") {
+      EXPECT_GT(r["draft_passes_per_step"].get<double>(), 0.0);
+      EXPECT_TRUE(r["per_source"].contains("draft"));
+    }
+  }
+  // graft with the policy off drafts at every step that has a token left to draft for.
+  for (const json& r : j["rows"]) {
+    if (r["method"] != "graft") continue;
+    EXPECT_GE(r["draft_steps"].get<int>(), r["target_passes"].get<int>() - r["turns"].get<int>()) << r["config"];
+  }
+  ASSERT_EQ(fb["claims"].size(), 2u);
+  EXPECT_EQ(fb["claims"][0]["budget"], 4);
+  const std::string md = Slurp(dir_ / "out" / "results.md");
+  EXPECT_NE(md.find("## Fixed budget (the paper's table)"), std::string::npos) << md;
+  EXPECT_NE(md.find("| modelled (measured) | modelled (rows-free) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| tree | 8 | 1 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("- N=4: graft's tau"), std::string::npos) << md;
+  EXPECT_NE(md.find("- took: "), std::string::npos) << md;
+  const std::string out = Slurp(dir_ / "stdout.txt");
+  EXPECT_NE(out.find("## Fixed budget"), std::string::npos) << out;
+  EXPECT_NE(out.find("took: "), std::string::npos) << out;
+}
+
+// --fixed-budget's bad input fails before any model loads, naming the flag.
+TEST_F(BenchCli, FixedBudgetBadInputIsAClearError) {
+  const fs::path data = Write("p.jsonl", kPrompts);
+  auto run = [&](std::vector<const char*> extra) {
+    auto argv = Base();
+    for (const char* a : {"--dataset", data.c_str(), "-n", "4", "-o"}) argv.push_back(a);
+    argv.push_back((dir_ / "out").string());
+    for (const char* a : extra) argv.push_back(a);
+    return Run(argv);
+  };
+  EXPECT_EQ(run({"--fixed-budget", "--methods", "ar"}), 1);
+  EXPECT_NE(Stderr().find("--fixed-budget needs a speculative method in --methods"), std::string::npos) << Stderr();
+  EXPECT_EQ(run({"--fixed-budget", "--budgets", "8,0"}), 1);
+  EXPECT_NE(Stderr().find("--budgets: every budget must be in [1, 256] (got 0)"), std::string::npos) << Stderr();
+  EXPECT_EQ(run({"--fixed-budget", "--model-profile", "gpu"}), 1);
+  EXPECT_NE(Stderr().find("unknown model profile 'gpu' (profiles: measured, rows-free)"), std::string::npos)
+      << Stderr();
+  EXPECT_EQ(run({"--model-profile", "rows-free"}), 1);
+  EXPECT_NE(Stderr().find("--model-profile prices the fixed-budget table; add --fixed-budget"), std::string::npos)
+      << Stderr();
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "results.json"));
+  // The flags are in the help.
+  EXPECT_EQ(Run({GRAFT_CLI, "bench", "--help"}), 0);
+  const std::string help = Slurp(dir_ / "stdout.txt");
+  for (const char* flag : {"--fixed-budget", "--model-profile", "rows-free", "--skip-draft-gain"}) {
+    EXPECT_NE(help.find(flag), std::string::npos) << flag;
+  }
+}
+
 }  // namespace

@@ -60,6 +60,41 @@ double ModelledMs(const GenerationStats& st, const CostModel& costs) {
   return ms;
 }
 
+std::string PriceProfileName(PriceProfile p) {
+  switch (p) {
+    case PriceProfile::kMeasured: return "measured";
+    case PriceProfile::kRowsFree: return "rows-free";
+  }
+  return "?";
+}
+
+PriceProfile ParsePriceProfile(const std::string& name) {
+  for (PriceProfile p : {PriceProfile::kMeasured, PriceProfile::kRowsFree}) {
+    if (name == PriceProfileName(p)) return p;
+  }
+  throw Error("unknown model profile '" + name + "' (profiles: measured, rows-free)");
+}
+
+CostProfile RowsFreeProfile(const CostProfile& m) {
+  GRAFT_CHECK(m.verify_ms.size() >= 2 && m.verify_ms[1] > 0, "a rows-free profile needs the measured 1-row pass");
+  CostProfile p = m;
+  // A curve flat at its 1-row value, as long as the measured one (0 where not timed).
+  auto flat = [](const std::vector<double>& ms) {
+    std::vector<double> out(ms.size(), 0.0);
+    if (ms.size() < 2 || !(ms[1] > 0)) return std::vector<double>{};
+    for (size_t n = 1; n < ms.size(); ++n) out[n] = ms[n] > 0 ? ms[1] : 0.0;
+    return out;
+  };
+  p.verify_ms = flat(m.verify_ms);
+  p.draft_ms = flat(m.draft_ms);
+  p.verify_ms_long = flat(m.verify_ms_long);
+  p.draft_ms_long = flat(m.draft_ms_long);
+  p.read_row_ms = 0;
+  p.read_ahead_ms = 0;
+  p.read_product_ms.clear();
+  return p;
+}
+
 struct Harness::Impl {
   const Model& target;
   const Model* draft;
@@ -68,6 +103,8 @@ struct Harness::Impl {
   int32_t n_ctx = 0;
   int32_t max_budget = 1;
   const CostModel* costs = nullptr;  // prices passes for modelled_speedup (null = none)
+  // HarnessOptions::price_profiles' models, by name, for modelled_by (empty = none).
+  std::vector<std::pair<std::string, CostModel>> price_models;
 
   // Prompt tokens of a conversation (user turns and assistant answers alternate).
   std::vector<Token> Encode(const std::vector<ChatMessage>& msgs) const { return EncodeText(PromptText(msgs)); }
@@ -301,6 +338,13 @@ struct Harness::Impl {
           r.modelled_speedup = (r.stats.n_generated / mine) / (ar->stats.n_generated / base);
         }
       }
+      for (const auto& [name, model] : price_models) {
+        if (r.config.is_peer()) break;
+        const double mine = ModelledMs(r.stats, model), base = ModelledMs(ar->stats, model);
+        if (mine > 0 && base > 0 && ar->stats.n_generated > 0) {
+          r.modelled_by[name] = (r.stats.n_generated / mine) / (ar->stats.n_generated / base);
+        }
+      }
       if (&r == ar) {
         r.speedup = r.decode_tps() > 0 ? std::optional<double>(1.0) : std::nullopt;
         r.e2e_speedup = r.wall_tps() > 0 ? std::optional<double>(1.0) : std::nullopt;
@@ -343,6 +387,7 @@ Harness::Harness(const Model& target, const Model* draft, HarnessOptions options
   if (o.reps < 1) throw Error("--reps must be at least 1");
   if (o.budgets.empty()) throw Error("--budgets needs at least one budget");
   if (o.temperatures.empty()) throw Error("--temps needs at least one temperature");
+  if (o.price_profiles.empty()) throw Error("--model-profile needs at least one profile (measured, rows-free)");
   for (int32_t b : o.budgets) {
     if (b < 1 || b > 256) throw Error("tree budget " + std::to_string(b) + " is out of range [1, 256]");
   }
@@ -420,6 +465,10 @@ RunStatus Harness::Run(const std::vector<BenchPrompt>& prompts, const HarnessCal
     };
     CostProfile p = LoadOrMeasureCostProfile(target_, draft_, po);
     costs.emplace(CostModel::Of(p));
+    for (PriceProfile pp : o.price_profiles) {
+      impl.price_models.emplace_back(PriceProfileName(pp),
+                                     CostModel::Of(pp == PriceProfile::kRowsFree ? RowsFreeProfile(p) : p));
+    }
     profile_ = std::move(p);
     impl.costs = &*costs;
   } catch (const std::exception& e) {

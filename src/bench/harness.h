@@ -24,6 +24,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,6 +52,25 @@ struct BenchConfig {
   bool is_peer() const { return !peer.empty(); }
 };
 
+// How a modelled speedup prices the passes (`graft bench --model-profile`). Either way
+// it is a model of the run, never a measurement of it.
+enum class PriceProfile {
+  kMeasured,  // this machine's cost profile, as graft's engines read it
+  kRowsFree,  // a stand-in for a GPU: a pass costs its model's 1-row pass, whatever its rows
+};
+// "measured", "rows-free": the names results.json and results.md use.
+std::string PriceProfileName(PriceProfile p);
+// The profile named `name`; throws graft::Error naming the choices otherwise.
+PriceProfile ParsePriceProfile(const std::string& name);
+
+// The rows-free profile of a measured one: every target pass over n rows costs the
+// measured 1-row pass, every draft pass the draft's 1-row pass (so the draft / target
+// ratio is the measured one), and reading a row's logits costs nothing. Its long-prefix
+// curves are flat at the measured 1-row pass there, so a pass still grows with its
+// context (CostModel::Of fits a per-pass cost and no per-row one). Its key and date are
+// the measured profile's. O(sizes).
+CostProfile RowsFreeProfile(const CostProfile& measured);
+
 enum class LongPromptPolicy {
   kTruncate,  // cut the middle of the first user turn: its start and its end (the
               // instruction, for long and code_edit prompts) survive
@@ -65,7 +85,11 @@ struct HarnessOptions {
   int32_t n_predict = 128;  // new tokens per turn, at most
   int32_t reps = 1;         // repetitions of the whole run (fresh engines each time)
   bool warmup = true;
-  DecodeOptions decode;     // draft/prune knobs; method and tree_budget set per configuration
+  DecodeOptions decode;     // draft/prune knobs (adaptive = false: --fixed-budget); method and
+                            // tree_budget set per configuration
+  // The modelled speedups to give (BenchRow::modelled_by), each pricing every row's
+  // passes its way; `modelled_speedup` is the measured profile's whatever this says.
+  std::vector<PriceProfile> price_profiles = {PriceProfile::kMeasured};
   SamplingParams sampling;  // temperature set per configuration; the seed is varied per
                             // prompt and repetition, equal across configurations
   int32_t n_ctx = 4096;     // upper bound; engines get the smallest multiple of 256 that fits
@@ -121,6 +145,9 @@ struct BenchRow {
   // (ModelledMs): the method's effect without the machine's noise. Our methods only.
   std::optional<double> modelled_speedup;
   std::optional<double> modelled_ms;  // the row's passes priced by the cost profile (ModelledMs)
+  // PriceProfileName -> the modelled speedup with the passes priced by that profile
+  // (HarnessOptions::price_profiles); our methods only, and only with a profile.
+  std::map<std::string, double> modelled_by;
 
   int32_t new_tokens() const { return stats.n_generated; }
   double decode_tps() const { return stats.t_decode_ms > 0 ? stats.n_generated * 1000.0 / stats.t_decode_ms : 0; }

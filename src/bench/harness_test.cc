@@ -625,6 +625,45 @@ TEST_F(HarnessTest, ConfigurationErrors) {
   o.methods = {Method::kPld};
   o.budgets = {0};
   EXPECT_THROW(Harness(*target_, draft_, o), Error);
+  o.budgets = {4};
+  o.price_profiles.clear();  // a modelled column needs a profile to price it
+  EXPECT_THROW(Harness(*target_, draft_, o), Error);
+}
+
+// --fixed-budget's modelled columns: every row priced by the measured profile and by its
+// rows-free form (RowsFreeProfile), each against ar's row priced the same way.
+TEST_F(HarnessTest, ModelledSpeedupUnderEachNamedProfile) {
+  HarnessOptions o;
+  o.methods = {Method::kTree, Method::kGraft};
+  o.budgets = {4, 8};
+  o.n_predict = 8;
+  o.n_threads = 1;
+  o.n_ctx = 1024;
+  o.warmup = false;
+  o.decode.adaptive = false;  // --fixed-budget
+  o.decode.skip_draft_gain = 0;
+  o.price_profiles = {PriceProfile::kMeasured, PriceProfile::kRowsFree};
+  Harness h(*target_, draft_, o);
+  h.Run({Prompts()[2]}, {}, nullptr);
+  ASSERT_TRUE(h.profile().has_value());
+  const CostModel measured = CostModel::Of(*h.profile()), rows_free = CostModel::Of(RowsFreeProfile(*h.profile()));
+  ASSERT_EQ(h.rows().size(), 5u);
+  const BenchRow& ar = h.rows()[0];
+  ASSERT_EQ(ar.config.method, Method::kAr);
+  for (const BenchRow& r : h.rows()) {
+    SCOPED_TRACE(r.config.Name());
+    ASSERT_EQ(r.modelled_by.size(), 2u);
+    ASSERT_TRUE(r.modelled_speedup.has_value());
+    EXPECT_DOUBLE_EQ(r.modelled_by.at("measured"), *r.modelled_speedup);
+    auto speedup = [&](const CostModel& c) {
+      return (r.stats.n_generated / ModelledMs(r.stats, c)) / (ar.stats.n_generated / ModelledMs(ar.stats, c));
+    };
+    EXPECT_NEAR(r.modelled_by.at("measured"), speedup(measured), 1e-12);
+    EXPECT_NEAR(r.modelled_by.at("rows-free"), speedup(rows_free), 1e-12);
+    if (r.config.method != Method::kAr) {
+      EXPECT_GT(r.stats.n_draft_passes, 0);  // graft too: the policy is off
+    }
+  }
 }
 
 }  // namespace

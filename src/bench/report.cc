@@ -65,6 +65,7 @@ struct Agg {
   int64_t speedup_n = 0, e2e_n = 0, oracle_n = 0, greedy_n = 0, lossless_n = 0, modelled_n = 0;
   int64_t errors = 0;     // peer rows whose tool gave no result (not in the other figures)
   std::vector<double> speedups;  // each row's speedup, for the interval of their mean
+  std::map<std::string, std::pair<double, int64_t>> modelled_by;  // profile -> (sum, rows)
   GenerationStats total;  // counts and times summed over the rows
 
   void Add(const BenchRow& r) {
@@ -77,6 +78,10 @@ struct Agg {
     if (r.e2e_speedup) { e2e_sum += *r.e2e_speedup; ++e2e_n; }
     if (r.oracle_fraction) { oracle_sum += *r.oracle_fraction; ++oracle_n; }
     if (r.modelled_speedup) { modelled_sum += *r.modelled_speedup; ++modelled_n; }
+    for (const auto& [name, v] : r.modelled_by) {
+      modelled_by[name].first += v;
+      ++modelled_by[name].second;
+    }
     if (r.lossless) { ++greedy_n; lossless_n += *r.lossless ? 1 : 0; }
     tps_sum += r.decode_tps();
     wall_tps_sum += r.wall_tps();
@@ -112,6 +117,11 @@ struct Agg {
                         {"graft", Div(total.t_graft_ms, total.n_passes)}, {"verify", Div(total.t_verify_ms, total.n_passes)},
                         {"commit", Div(total.t_commit_ms, total.n_passes)}};
     j["per_source"] = PerSourceJson(total);
+    j["draft_passes"] = total.n_draft_passes;
+    j["draft_passes_per_step"] = Div(static_cast<double>(total.n_draft_passes), total.n_passes);
+    json by = json::object();
+    for (const auto& [name, sum] : modelled_by) by[name] = Mean(sum.first, sum.second);
+    j["modelled_by"] = by;
     return j;
   }
 };
@@ -214,6 +224,7 @@ json RowJson(const BenchRow& r) {
   j["read_products"] = r.stats.read_products;
   j["pass_context"] = r.stats.pass_context;
   j["pass_row_context"] = r.stats.pass_row_context;
+  if (!r.modelled_by.empty()) j["modelled_by"] = r.modelled_by;
   if (!r.text.empty()) j["output"] = r.text;
   // --save-outputs: the tokens, so retrieval can be replayed offline (bench/replay_retrieval).
   if (!r.prompts.empty()) {
@@ -331,6 +342,164 @@ std::string CsvText(const std::vector<BenchRow>& rows) {
   return os.str();
 }
 
+json FixedBudgetJson(const json& summary_by_temp, const std::vector<BenchConfig>& configs,
+                     const std::vector<std::string>& model_profiles) {
+  json rows = json::array(), claims = json::array();
+  auto number = [](const json& e, const char* k) { return e.contains(k) && e[k].is_number() ? e[k].get<double>() : 0.0; };
+  std::vector<std::string> temps;
+  for (const BenchConfig& c : configs) {
+    const std::string tk = TempKey(c.temperature);
+    if (c.is_peer() || !summary_by_temp.contains(tk) || !summary_by_temp[tk].contains(c.Name())) continue;
+    if (std::find(temps.begin(), temps.end(), tk) == temps.end()) temps.push_back(tk);
+    const json& e = summary_by_temp[tk][c.Name()];
+    json modelled = json::object();
+    for (const std::string& p : model_profiles) {
+      const json by = e.value("modelled_by", json::object());
+      modelled[p] = by.contains(p) ? by[p] : json(nullptr);
+    }
+    rows.push_back({{"temperature", std::stod(tk)},
+                    {"config", c.Name()},
+                    {"method", c.Label()},
+                    {"budget", c.budget},
+                    {"n", e.value("n", 0)},
+                    {"tau", number(e, "tau")},
+                    {"nodes_per_pass", number(e, "nodes_per_pass")},
+                    {"draft_passes_per_step", number(e, "draft_passes_per_step")},
+                    {"per_source", e.value("per_source", json::object())},
+                    {"speedup", e.value("speedup", json())},
+                    {"modelled", modelled}});
+  }
+  // The claim, at every budget where both graft and the dense tree verified something.
+  for (const std::string& tk : temps) {
+    const json& table = summary_by_temp[tk];
+    std::vector<int32_t> budgets;
+    for (const BenchConfig& c : configs) {
+      if (c.method == Method::kGraft && !c.is_peer() && TempKey(c.temperature) == tk &&
+          std::find(budgets.begin(), budgets.end(), c.budget) == budgets.end()) {
+        budgets.push_back(c.budget);
+      }
+    }
+    for (int32_t b : budgets) {
+      const std::string g = "graft@" + std::to_string(b), t = "tree@" + std::to_string(b);
+      if (!table.contains(g) || !table.contains(t)) continue;
+      const double gt = number(table[g], "tau"), tt = number(table[t], "tau");
+      const double gn = number(table[g], "nodes_per_pass"), tn = number(table[t], "nodes_per_pass");
+      if (gt <= 0 || tt <= 0 || gn <= 0 || tn <= 0) continue;  // no passes to compare
+      json c = {{"temperature", std::stod(tk)}, {"budget", b},          {"graft_tau", gt},
+                {"tree_tau", tt},               {"graft_nodes_per_pass", gn}, {"tree_nodes_per_pass", tn},
+                {"nodes_share", gn / tn},       {"tau_holds", gt >= tt},  {"nodes_holds", gn / tn <= kClaimNodeShare}};
+      c["holds"] = c["tau_holds"].get<bool>() && c["nodes_holds"].get<bool>();
+      c["sentence"] = ClaimSentence(c);
+      claims.push_back(std::move(c));
+    }
+  }
+  return {{"model_profiles", model_profiles}, {"rows", rows}, {"claims", claims}};
+}
+
+std::string ClaimSentence(const json& c) {
+  const bool tau = c["tau_holds"].get<bool>(), nodes = c["nodes_holds"].get<bool>();
+  std::string s = "N=" + std::to_string(c["budget"].get<int32_t>()) + ": graft's tau " +
+                  Num(c["graft_tau"].get<double>(), 2) + " against tree's " + Num(c["tree_tau"].get<double>(), 2) +
+                  ", with " + Num(100.0 * c["nodes_share"].get<double>(), 1) + "% of tree's verified nodes per pass (" +
+                  Num(c["graft_nodes_per_pass"].get<double>(), 1) + " against " +
+                  Num(c["tree_nodes_per_pass"].get<double>(), 1) + "): ";
+  if (tau && nodes) return s + "the claim holds.";
+  s += "the claim does not hold (";
+  if (!tau) s += "graft's tau is below tree's";
+  if (!tau && !nodes) s += ", and ";
+  if (!nodes) s += "graft verified more than " + Num(100.0 * kClaimNodeShare, 0) + "% of tree's nodes";
+  return s + ").";
+}
+
+namespace {
+
+// results.md's fixed-budget section from results.json's "fixed_budget" (and "profile",
+// to say what the rows-free column priced a pass at).
+std::string FixedBudgetMarkdown(const json& res) {
+  const json& fb = res["fixed_budget"];
+  const std::vector<std::string> profiles = fb.value("model_profiles", std::vector<std::string>{});
+  std::ostringstream os;
+  os << "\n## Fixed budget (the paper's table)\n\n"
+        "The policy off (`--fixed-budget`): every speculative method, graft included, drafts at every step and "
+        "verifies up to N nodes a pass; ar is the baseline. tau = new tokens per target pass; nodes/pass = tree "
+        "nodes the target verified per pass, roots included; draft passes/step = draft-model passes per target "
+        "pass; acceptance per source = accepted / proposed nodes of each source that proposed any; speedup = "
+        "the clock's (decode tokens/s over ar's).";
+  const json profile = res.value("profile", json());
+  const json v = profile.is_object() ? profile.value("verify_ms", json::array()) : json::array();
+  const json d = profile.is_object() ? profile.value("draft_ms", json::array()) : json::array();
+  for (const std::string& p : profiles) {
+    if (p == "measured") {
+      os << " **modelled (measured)**: the same ratio with every pass priced by this machine's cost profile";
+      int32_t budget = 0;
+      for (const json& r : fb["rows"]) budget = std::max(budget, r.value("budget", 0));
+      if (v.is_array() && v.size() >= 2 && budget > static_cast<int32_t>(v.size()) - 1) {
+        os << " (measured up to " << v.size() - 1 << " rows; larger passes priced by extending its last slope)";
+      }
+      os << ".";
+    } else if (p == "rows-free") {
+      os << " **modelled (rows-free)**: a stand-in for a GPU, where a pass costs about the same whatever its rows: "
+            "every target pass priced at this machine's 1-row pass";
+      if (v.is_array() && v.size() >= 2 && v[1].is_number() && v[1].get<double>() > 0) {
+        os << " (" << Num(v[1].get<double>(), 1) << " ms)";
+        if (d.is_array() && d.size() >= 2 && d[1].is_number()) {
+          os << ", every draft pass at the draft's 1-row pass (" << Num(d[1].get<double>(), 1) << " ms, "
+             << Num(d[1].get<double>() / v[1].get<double>(), 2) << "x a target pass)";
+        }
+      } else {
+        os << ", every draft pass at the draft's";
+      }
+      os << ", a row's logits read for nothing.";
+    }
+  }
+  if (!profiles.empty()) os << " Modelled columns are computed from the run's pass counts, not measured.";
+  os << "\n";
+  std::vector<double> temps;
+  for (const json& r : fb["rows"]) {
+    const double t = r["temperature"].get<double>();
+    if (std::find(temps.begin(), temps.end(), t) == temps.end()) temps.push_back(t);
+  }
+  for (double t : temps) {
+    os << "\n### Fixed budget, temperature " << TempKey(static_cast<float>(t)) << "\n\n"
+       << "| Method | N | prompts | tau | nodes/pass | draft passes/step | acceptance per source | speedup (clock) |";
+    for (const std::string& p : profiles) os << " modelled (" << p << ") |";
+    os << "\n|---|---|---|---|---|---|---|---|";
+    for (size_t i = 0; i < profiles.size(); ++i) os << "---|";
+    os << "\n";
+    for (const json& r : fb["rows"]) {
+      if (r["temperature"].get<double>() != t) continue;
+      std::string sources;
+      for (auto& [name, c] : r["per_source"].items()) {
+        sources += (sources.empty() ? "" : ", ") + name + " " + Pct(c["acceptance"]) + " (" +
+                   std::to_string(c["accepted"].get<int64_t>()) + "/" + std::to_string(c["proposed"].get<int64_t>()) +
+                   ")";
+      }
+      const bool ar = r["method"] == "ar";
+      auto x = [](const json& j) { return j.is_number() ? Num(j.get<double>(), 2) + "x" : std::string("-"); };
+      os << "| " << r["method"].get<std::string>() << " | " << (ar ? "-" : std::to_string(r["budget"].get<int32_t>()))
+         << " | " << r["n"].get<int64_t>() << " | " << Num(r["tau"].get<double>(), 2) << " | "
+         << Num(r["nodes_per_pass"].get<double>(), 1) << " | " << Num(r["draft_passes_per_step"].get<double>(), 2)
+         << " | " << (sources.empty() ? "-" : sources) << " | " << x(r["speedup"]) << " |";
+      for (const std::string& p : profiles) os << " " << x(r["modelled"].value(p, json())) << " |";
+      os << "\n";
+    }
+    bool first = true;
+    for (const json& c : fb["claims"]) {
+      if (c["temperature"].get<double>() != t) continue;
+      if (first) {
+        os << "\nThe paper's claim: at the same budget graft's tau is at least the dense tree's, with at most "
+           << Num(100.0 * kClaimNodeShare, 0) << "% of its verified nodes per pass.\n\n";
+        first = false;
+      }
+      os << "- " << c["sentence"].get<std::string>() << "\n";
+    }
+    if (first) os << "\n(No claim to check: it needs both graft and tree in --methods.)\n";
+  }
+  return os.str();
+}
+
+}  // namespace
+
 std::string MarkdownText(const json& res, const std::vector<std::string>& categories) {
   std::ostringstream os;
   os << "# graft bench\n\n";
@@ -352,6 +521,11 @@ std::string MarkdownText(const json& res, const std::vector<std::string>& catego
     os << ")\n";
   }
   if (res.contains("error")) os << "- error: " << res["error"].get<std::string>() << "\n";
+  if (res.contains("elapsed_s") && res["elapsed_s"].is_number()) {
+    const double sec = res["elapsed_s"].get<double>();
+    os << "- took: " << Num(sec / 60.0, 1) << " min (" << Num(sec, 0)
+       << " s wall clock, the whole command: model loading and cost profile included)\n";
+  }
   if (res.contains("models")) {
     for (auto& [role, m] : res["models"].items()) {
       os << "- " << role << ": " << m.value("path", "") << " (" << m.value("description", "") << ")\n";
@@ -494,6 +668,7 @@ std::string MarkdownText(const json& res, const std::vector<std::string>& catego
       os << "\n";
     }
   }
+  if (res.contains("fixed_budget") && res["fixed_budget"].is_object()) os << FixedBudgetMarkdown(res);
   return os.str();
 }
 
@@ -525,6 +700,7 @@ json ResultsJson(const ReportInput& in) {
   j["summary"] = sum["summary"];
   j["summary_by_temp"] = sum["summary_by_temp"];
   j["steadiness"] = sum["steadiness"];
+  if (in.fixed_budget) j["fixed_budget"] = FixedBudgetJson(sum["summary_by_temp"], *in.configs, in.model_profiles);
   json rows = json::array();
   for (const BenchRow& r : *in.rows) rows.push_back(RowJson(r));
   j["rows"] = rows;

@@ -31,7 +31,12 @@
 // otherwise), oracle_fraction (mean speedup / oracle's, with --oracle), new_tokens,
 // ms_per_pass {draft, retrieve, graft, verify, commit}, prefill_ms, per_source
 // {name: {proposed, accepted, acceptance}}, categories {name: {n, speedup, e2e_speedup,
-// modelled_speedup, tau, acceptance, lossless_rate, tokens_per_s}}.
+// modelled_speedup, tau, acceptance, lossless_rate, tokens_per_s}}, draft_passes,
+// draft_passes_per_step (draft passes / target passes), modelled_by {profile: mean of
+// BenchRow::modelled_by; only the profiles priced}.
+//
+// fixed_budget  (`graft bench --fixed-budget` only) FixedBudgetJson: the paper's table.
+// elapsed_s     (from `meta`) the command's wall seconds so far, loading included.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -67,12 +72,36 @@ std::string CsvText(const std::vector<BenchRow>& rows);
 // categories + overall, cells "speedup (tau)"), then statistics and per-source tables.
 std::string MarkdownText(const nlohmann::json& results, const std::vector<std::string>& categories);
 
+// The paper's claim at one budget: graft's tau at least the dense tree's with at most
+// this share of its verified nodes per pass.
+inline constexpr double kClaimNodeShare = 0.6;
+
+// The fixed-budget table from Summarize's "summary_by_temp" and the run's configurations
+// (peers left out):
+//   model_profiles  the names of `model_profiles`, in order
+//   rows    [{temperature, config, method, budget, n, tau, nodes_per_pass (verified nodes
+//           / target passes), draft_passes_per_step (draft passes / target passes),
+//           per_source {name: {proposed, accepted, acceptance}}, speedup (the clock's),
+//           modelled {profile: mean modelled speedup, or null}}] in run order, ar first
+//   claims  [{temperature, budget, graft_tau, tree_tau, graft_nodes_per_pass,
+//           tree_nodes_per_pass, nodes_share (graft's / tree's), tau_holds, nodes_holds
+//           (share <= kClaimNodeShare), holds, sentence (ClaimSentence)}], one per
+//           temperature and budget at which both graft and tree have passes
+nlohmann::json FixedBudgetJson(const nlohmann::json& summary_by_temp, const std::vector<BenchConfig>& configs,
+                               const std::vector<std::string>& model_profiles);
+
+// One claims entry as a sentence: "N=16: graft's tau 2.31 against tree's 2.10, with
+// 45.0% of its verified nodes per pass: the claim holds (...)".
+std::string ClaimSentence(const nlohmann::json& claim);
+
 struct ReportInput {
-  nlohmann::json meta;  // date, command, flags, machine, models, llama_cpp, dataset
+  nlohmann::json meta;  // date, command, flags, machine, models, llama_cpp, dataset, elapsed_s
   const std::vector<BenchConfig>* configs = nullptr;
   const std::vector<std::string>* categories = nullptr;
   const std::vector<BenchRow>* rows = nullptr;
   const RunStatus* status = nullptr;
+  bool fixed_budget = false;                // add the fixed-budget table (FixedBudgetJson)
+  std::vector<std::string> model_profiles;  // its modelled columns (PriceProfileName)
 };
 
 // The whole results.json document.

@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -39,6 +41,7 @@ struct BenchFlags {
   std::vector<std::string> peers;
   std::string peers_dir;
   std::vector<int32_t> budgets = {16};
+  std::vector<std::string> model_profiles;  // --model-profile; "" = measured (with --fixed-budget: both)
   std::vector<float> temps = {0.0f};
   int32_t n_predict = 128;
   int32_t reps = 1;
@@ -198,15 +201,47 @@ std::vector<std::string> PreparePeers(const BenchFlags& f, bool have_draft) {
   return names;
 }
 
+// The methods of the paper's table (--fixed-budget without --methods).
+const std::vector<std::string> kFixedBudgetMethods = {"tree", "pruned", "graft", "chain", "suffix"};
+
+// --fixed-budget's own checks and defaults, before any model loads: budgets 8..64 and the
+// paper's methods unless given, graft always drafting unless --skip-draft-gain is given,
+// both modelled columns unless --model-profile is. Throws graft::Error on bad input.
+void PrepareFixedBudget(BenchFlags* f, const std::function<bool(const char*)>& given) {
+  if (!f->decode.fixed_budget) {
+    if (given("--model-profile")) {
+      throw Error("--model-profile prices the fixed-budget table; add --fixed-budget (graft's adaptive trees were "
+                  "sized for this machine's profile, so another price would not describe them)");
+    }
+    return;
+  }
+  if (!given("--budgets")) f->budgets = {8, 16, 32, 64};
+  if (!given("--methods")) f->methods = kFixedBudgetMethods;
+  if (!given("--skip-draft-gain")) f->decode.skip_draft_gain = 0;  // "always draft"
+  if (f->model_profiles.empty()) f->model_profiles = {"measured", "rows-free"};
+  for (const std::string& p : f->model_profiles) bench::ParsePriceProfile(p);  // names the choices
+  bool speculative = false;
+  for (const std::string& m : f->methods) speculative = speculative || ParseMethod(m) != Method::kAr;
+  if (!speculative) {
+    throw Error("--fixed-budget needs a speculative method in --methods (ar has no budget; e.g. --methods " +
+                std::string("tree,pruned,graft,chain,suffix)"));
+  }
+}
+
 int RunBench(BenchFlags f) {
+  const auto started = std::chrono::steady_clock::now();
   CLI::App* sub = f.sub;
   auto given = [&](const char* flag) { return sub->count(flag) > 0; };
-  if (f.quick) {  // explicit flags win over the preset
+  PrepareFixedBudget(&f, given);
+  if (f.quick) {  // explicit flags win over the preset (and over --fixed-budget's)
     if (!given("--per-category")) f.data.per_category = 1;
     if (!given("-n")) f.n_predict = 32;
-    if (!given("--methods")) f.methods = {"ar", "chain", "tree", "pruned", "suffix", "graft"};
-    if (!given("--budgets")) f.budgets = {16};
+    if (!given("--methods") && !f.decode.fixed_budget) f.methods = {"ar", "chain", "tree", "pruned", "suffix", "graft"};
+    if (!given("--budgets") && !f.decode.fixed_budget) f.budgets = {16};
     if (!given("--max-prompt-tokens")) f.max_prompt_tokens = 512;
+  }
+  for (int32_t b : f.budgets) {
+    if (b < 1 || b > 256) throw Error("--budgets: every budget must be in [1, 256] (got " + std::to_string(b) + ")");
   }
   if (f.long_prompts != "truncate" && f.long_prompts != "skip") {
     throw Error("--long-prompts must be truncate or skip (got '" + f.long_prompts + "')");
@@ -246,7 +281,11 @@ int RunBench(BenchFlags f) {
   ho.n_predict = f.n_predict;
   ho.reps = f.reps;
   ho.warmup = f.warmup;
-  ho.decode = f.decode.ToOptions(lm.draft != nullptr);  // validates the knobs
+  ho.decode = f.decode.ToOptions(lm.draft != nullptr);  // validates the knobs; --fixed-budget: adaptive off
+  if (!f.model_profiles.empty()) {
+    ho.price_profiles.clear();
+    for (const std::string& p : f.model_profiles) ho.price_profiles.push_back(bench::ParsePriceProfile(p));
+  }
   ho.sampling = f.decode.ToSampling();
   ho.n_ctx = f.models.ctx;
   ho.n_threads = f.models.threads;
@@ -293,16 +332,23 @@ int RunBench(BenchFlags f) {
                    {"draft_frontier", f.decode.draft_frontier}, {"prune_p_min", f.decode.prune_p_min},
                    {"max_loss", f.decode.max_loss}, {"loss_grant", f.decode.loss_grant},
                    {"loss_prefill", f.decode.loss_prefill}, {"loss_sure_cap", f.decode.loss_sure_cap},
-                   {"top_k", f.decode.top_k}, {"top_p", f.decode.top_p}, {"seed", f.decode.seed}};
+                   {"top_k", f.decode.top_k}, {"top_p", f.decode.top_p}, {"seed", f.decode.seed},
+                   {"fixed_budget", f.decode.fixed_budget}, {"skip_draft_gain", f.decode.skip_draft_gain},
+                   {"model_profiles", f.model_profiles}};
 
   fprintf(stderr, "bench: %zu prompts (%zu categories) x %zu configurations x %d reps -> %s\n", prompts.size(),
           categories.size(), harness.configs().size(), f.reps, f.out.c_str());
 
   bench::RunStatus last;
   last.prompts_total = static_cast<int32_t>(prompts.size()) * f.reps;  // until the harness knows skips
+  auto elapsed_s = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  };
   auto write = [&](const std::vector<bench::BenchRow>& rows, const bench::RunStatus& st) {
     if (harness.profile()) meta["profile"] = CostProfileJson(*harness.profile());
-    return bench::WriteResults(f.out, {meta, &harness.configs(), &categories, &rows, &st});
+    meta["elapsed_s"] = elapsed_s();
+    return bench::WriteResults(f.out, {meta, &harness.configs(), &categories, &rows, &st, f.decode.fixed_budget,
+                                       f.model_profiles});
   };
   g_stop = false;
   g_signal = 0;
@@ -357,6 +403,11 @@ int RunBench(BenchFlags f) {
   if (const auto c = md.find("ar's target pass took"); c != std::string::npos) {
     std::cout << md.substr(c, md.find('\n', c) - c) << "\n\n";
   }
+  // --fixed-budget: the paper's table and its claim.
+  if (const auto c = md.find("## Fixed budget"); c != std::string::npos) std::cout << md.substr(c) << "\n";
+  char took[64];
+  snprintf(took, sizeof(took), "took: %.1f min (the whole command)\n", elapsed_s() / 60.0);
+  std::cout << took;
   std::cout << "results: " << f.out << "/results.{json,csv,md}" << std::endl;
   if (!f.no_plots) MakePlots(f.out);
   return 0;
@@ -370,7 +421,7 @@ void AddBenchCommand(CLI::App& app, std::function<int()>* run) {
   flags->sub = sub;
   BenchFlags& f = *flags;
   f.models.Add(sub);
-  sub->add_option("--dataset", f.data.dataset, "spec_bench | long | code_edit | FILE.jsonl")->capture_default_str();
+  sub->add_option("--dataset", f.data.dataset, "spec_bench | long | code_edit | code_completion | FILE.jsonl")->capture_default_str();
   sub->add_option("--data-dir", f.data.data_dir,
                   "folder with spec_bench/, long/, code_edit/ (default: $GRAFT_DATA_DIR, else <source>/../shared/data = " +
                       bench::DefaultDataDir() + ")");
@@ -392,8 +443,21 @@ void AddBenchCommand(CLI::App& app, std::function<int()>* run) {
                       peer_names + ", or all; built once by scripts/setup.sh --peers (run for you when missing)")
       ->delimiter(',');
   sub->add_option("--peers-dir", f.peers_dir, "where the peers' programs are (default: " + bench::DefaultPeersDir() + ")");
-  sub->add_option("--budgets", f.budgets, "comma list of tree budgets N; each method runs once per budget (ar once)")
+  sub->add_option("--budgets", f.budgets,
+                  "comma list of tree budgets N; each method runs once per budget (ar once). Default 16; "
+                  "8,16,32,64 with --fixed-budget")
       ->delimiter(',')->capture_default_str();
+  sub->add_flag("--fixed-budget", f.decode.fixed_budget,
+                "the paper's table: every method with the policy off (graft always drafts and verifies up to the "
+                "budget, as tree and pruned do) at each of --budgets; adds a fixed-budget table (tau, verified "
+                "nodes per pass, draft passes per step, acceptance per source, clock and modelled speedups, graft "
+                "against tree) to results.md/json and a Pareto plot. Defaults: --methods " +
+                    std::string("tree,pruned,graft,chain,suffix, --budgets 8,16,32,64, --skip-draft-gain 0"));
+  sub->add_option("--model-profile", f.model_profiles,
+                  "with --fixed-budget: comma list of the cost profiles its modelled speedups are priced by: "
+                  "measured (this machine's cost profile) and/or rows-free (a pass costs its model's measured "
+                  "1-row pass whatever its rows: a stand-in for a GPU). Default: both")
+      ->delimiter(',');
   sub->add_option("--temps", f.temps, "comma list of temperatures (0 = greedy; losslessness is checked at 0)")
       ->delimiter(',')->capture_default_str();
   sub->add_option("-n,--n-predict", f.n_predict, "new tokens per turn, at most")->capture_default_str();
@@ -423,6 +487,9 @@ void AddBenchCommand(CLI::App& app, std::function<int()>* run) {
   sub->add_option("--draft-topk", f.decode.draft_topk, "tree: children per expanded draft node");
   sub->add_option("--draft-frontier", f.decode.draft_frontier, "tree: draft nodes expanded per level");
   sub->add_option("--prune-p-min", f.decode.prune_p_min, "pruned/graft: drop nodes whose calibrated acceptance is below");
+  sub->add_option("--skip-draft-gain", f.decode.skip_draft_gain,
+                  "graft: skip the draft model when retrieval alone expects this many accepted tokens (0 = never; "
+                  "default 2, 0 with --fixed-budget)");
   AddLossOptions(sub, &f.decode);
   sub->add_option("--top-k", f.decode.top_k, "top-k sampling at temperature > 0 (0 = off)");
   sub->add_option("--top-p", f.decode.top_p, "top-p sampling at temperature > 0 (1 = off)");

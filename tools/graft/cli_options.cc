@@ -86,7 +86,8 @@ void DecodeFlags::Add(CLI::App* app) {
                   "graft: skip the draft model when retrieval alone expects this many accepted tokens (0 = never)");
   AddLossOptions(app, this);
   app->add_flag("--fixed-budget", fixed_budget,
-                "graft: always verify up to --tree-budget nodes and always draft (no cost model)");
+                "always verify up to --tree-budget nodes, with no cost model (graft still skips the draft where "
+                "retrieval alone expects --skip-draft-gain tokens)");
   app->add_option("--temp", temp, "sampling temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
   app->add_option("--top-k", top_k, "top-k sampling (0 = off)")->check(CLI::NonNegativeNumber);
   app->add_option("--top-p", top_p, "top-p sampling (1 = off)")->check(CLI::Range(0.0, 1.0));
