@@ -2,7 +2,9 @@
 // llama.cpp's CPU backend runs it, stock kernels (GGML_MULTIROW=0) and graft's multi-row
 // kernels (ggml-patch/) alternated in one process. Usage:
 //   multirow_bench [threads=2] [reps=21] [sizes=1,2,3,4,8,16]
-// Prints per weight type and N the median ms of each and their ratio to N = 1.
+// Prints per weight type and N the median ms of each and their ratio to N = 1, and
+// what reading the weight's bytes alone takes on as many threads: the floor of a
+// memory-bound product (for a matrix that fits the L3 cache, the cache's floor).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -11,6 +13,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ggml-backend.h"
@@ -24,6 +27,34 @@ namespace {
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// Median ms for `threads` threads to read `bytes` bytes once (each its own contiguous
+// share, summed so the loads cannot be dropped), the same buffer every repetition as a
+// product reads its weights. The buffer is filled first so its pages exist.
+double ReadMs(size_t bytes, int threads, int reps) {
+  std::vector<uint64_t> buf(bytes / sizeof(uint64_t), 1);
+  std::vector<double> ms;
+  std::vector<uint64_t> sums(threads);
+  for (int r = 0; r < reps + 1; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> team;
+    for (int t = 0; t < threads; ++t) {
+      team.emplace_back([&, t] {
+        const size_t lo = buf.size() * t / threads, hi = buf.size() * (t + 1) / threads;
+        uint64_t s = 0;
+        for (size_t i = lo; i < hi; ++i) s += buf[i];
+        sums[t] = s;
+      });
+    }
+    for (std::thread& th : team) th.join();
+    const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (r > 0) ms.push_back(t);
+  }
+  uint64_t total = 0;
+  for (uint64_t s : sums) total += s;
+  if (total != buf.size()) std::fprintf(stderr, "read check failed\n");
+  return Median(ms);
 }
 
 }  // namespace
@@ -59,7 +90,10 @@ int main(int argc, char** argv) {
       ggml_quantize_chunk(sh.type, f.data(), q.data(), 0, sh.m, sh.k, nullptr);
       ggml_backend_tensor_set(w, q.data(), 0, q.size());
     }
-    std::printf("%s (%.0f MB)\n     N   stock ms  x N=1   multirow ms  x N=1\n", sh.what, ggml_nbytes(w) / 1e6);
+    const double read_ms = ReadMs(ggml_nbytes(w), threads, reps);
+    std::printf("%s (%.0f MB; reading its bytes alone: %.2f ms, %.1f GB/s)\n"
+                "     N   stock ms  x N=1   multirow ms  x N=1  x read\n",
+                sh.what, ggml_nbytes(w) / 1e6, read_ms, ggml_nbytes(w) / read_ms / 1e6);
     double base[2] = {0, 0};
     for (int n : sizes) {
       ggml_init_params ip{ggml_tensor_overhead() * 4 + ggml_graph_overhead(), nullptr, true};
@@ -85,7 +119,7 @@ int main(int argc, char** argv) {
       }
       const double a = Median(ms[0]), b = Median(ms[1]);
       if (n == sizes.front()) base[0] = a, base[1] = b;
-      std::printf("%6d %10.2f %6.2f %12.2f %6.2f\n", n, a, a / base[0], b, b / base[1]);
+      std::printf("%6d %10.2f %6.2f %12.2f %6.2f %7.2f\n", n, a, a / base[0], b, b / base[1], b / read_ms);
       ggml_backend_buffer_free(buf);
       ggml_free(ctx);
     }
