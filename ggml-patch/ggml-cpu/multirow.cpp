@@ -75,11 +75,10 @@ extern "C" {
 
 const char * ggml_multirow_kernels(void) { return kSets[Current()].name; }
 
-// Q6_K's kernel does each row's multiply-adds as the 1-row kernel does (the unpacking is
-// what it shares), so from 15 rows on the tiled path, which pads to 16 rows whatever it
-// gets, is as fast or faster (multirow_bench, 2-core AVX-512 EPYC: 16 rows 34.8 ms
-// against 34.5 for the output matrix, 14 rows 27.1 against 34.3).
-constexpr int64_t kQ6KMaxRows = 14;
+// Q6_K's kernel takes every row count up to 16, the most the tiled path pads to: at 16
+// rows the tiled path was as fast on a Zen 5 EPYC but took 1.7x as long on a Zen 4 one
+// (multirow_bench, output matrix, 2 threads: 61.6 ms against 14 rows' 34.9).
+constexpr int64_t kQ6KMaxRows = 16;
 
 bool ggml_multirow_mul_mat(const struct ggml_tensor * src0, const struct ggml_tensor * src1) {
     return src0->type == GGML_TYPE_Q6_K && src0->extra == nullptr && src1->type == GGML_TYPE_F32 &&

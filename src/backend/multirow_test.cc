@@ -1,8 +1,7 @@
 // The multi-row kernels of graft's ggml-cpu patch (ggml-patch/), tested through ggml's
 // own MUL_MAT, as llama.cpp runs them:
 //   - every row of an N-row product is bit-identical to the 1-row product of that row
-//     (llama.cpp's own 1-row kernel), for N = 1..16 (Q6_K: 1..14, where the kernels take
-//     it), Q6_K and repacked Q4_K weights,
+//     (llama.cpp's own 1-row kernel), for N = 1..16, Q6_K and repacked Q4_K weights,
 //     every kernel set the CPU has, 1 and 2 threads, shapes off the kernels' tiles;
 //   - it agrees with a scalar reference (dequantized weights times dequantized q8_K
 //     activations, summed in double).
@@ -160,8 +159,8 @@ TEST_F(MultirowTest, EachRowIsTheOneRowProductBitForBitAndMatchesTheScalarRefere
   // k: 3 and 6 super-blocks; m: Q6_K rows not a multiple of 8 or 16, Q4_K groups of 8 an odd
   // number of times (the 512-bit kernel pairs groups) and even.
   const Case cases[] = {
-      {GGML_TYPE_Q6_K, false, 768, 37, 14},
-      {GGML_TYPE_Q6_K, false, 1536, 16, 14},
+      {GGML_TYPE_Q6_K, false, 768, 37, 16},
+      {GGML_TYPE_Q6_K, false, 1536, 16, 16},
       {GGML_TYPE_Q4_K, true, 768, 40, 16},
       {GGML_TYPE_Q4_K, true, 1536, 64, 16},
   };
