@@ -69,7 +69,10 @@ int main(int argc, char** argv) {
   // Qwen2.5-1.5B: ffn_up/gate (Q4_K), ffn_down (Q6_K in half the layers), the tied output (Q6_K).
   const Shape shapes[] = {{GGML_TYPE_Q4_K, 1536, 8960, "ffn_up Q4_K 1536x8960"},
                           {GGML_TYPE_Q6_K, 8960, 1536, "ffn_down Q6_K 8960x1536"},
-                          {GGML_TYPE_Q6_K, 1536, 151936, "output Q6_K 1536x151936"}};
+                          {GGML_TYPE_Q6_K, 1536, 151936, "output Q6_K 1536x151936"},
+                          // As large as the output: Q4_K streamed from memory, as a model's
+                          // layers are (the whole model does not fit the cache; ffn_up does).
+                          {GGML_TYPE_Q4_K, 1536, 151936, "Q4_K 1536x151936 (from memory)"}};
   ggml_backend_t backend = ggml_backend_cpu_init();
   // Q4_K repacked as llama.cpp loads it (the multi-row Q4_K kernel is for that layout).
   ggml_backend_buffer_type_t repack = graft::CpuRepackBufferType();
