@@ -65,6 +65,33 @@ EOF2
 [ $? -eq 2 ] || { cat "$dir/err.txt"; fail "a token outside the vocabulary must exit 2"; }
 grep -q "not in the target's vocabulary" "$dir/err.txt" || { cat "$dir/err.txt"; fail "unexpected error for a bad token"; }
 
+# Sampled (T = 0.8, top-p 0.95): the replay draws ar's tokens again from the row's seed;
+# a copy of ar's row parted at token 5 is a near-tie under --tie 1e9 and not under
+# --tie 1e-9 (u lies inside ar's token's interval, at a margin > 0).
+"$graft" bench -m "$M/tiny-target.gguf" --no-draft --dataset "$dir/one.jsonl" --methods ar -n 12 --no-warmup \
+  --temps 0.8 --top-p 0.95 --save-outputs --no-plots -o "$dir/sampled" > "$dir/bench2.txt" 2>&1 ||
+  { cat "$dir/bench2.txt"; fail "graft bench --temps 0.8"; }
+python3 - "$dir/sampled/results.json" "$dir/sampled_diverged.json" <<'EOF3' || fail "python"
+import json, sys
+d = json.load(open(sys.argv[1]))
+ar = [r for r in d["rows"] if r["config"] == "ar"][0]
+assert ar["temperature"] == 0.8 and "seed" in ar, ar
+other = json.loads(json.dumps(ar))
+other["config"] = "fake@16"
+out = other["output_tokens"][0]
+assert len(out) > 6, out
+out[5] = (out[5] + 1) % 1000
+del out[6:]
+d["rows"].append(other)
+json.dump(d, open(sys.argv[2], "w"))
+EOF3
+"$bin" --tie 1e9 "$dir/sampled_diverged.json" > "$dir/out5.txt" 2>&1 || { cat "$dir/out5.txt"; fail "sampled: --tie 1e9"; }
+grep -q "fake@16 .* 0     5 .* yes$" "$dir/out5.txt" || { cat "$dir/out5.txt"; fail "sampled: the divergence is at turn 0, token 5"; }
+grep -q "T = 0.8: 0 of 1 rows identical to ar" "$dir/out5.txt" || { cat "$dir/out5.txt"; fail "sampled: counts"; }
+grep -q "not reproduced" "$dir/out5.txt" && { cat "$dir/out5.txt"; fail "sampled: the replay did not draw ar's tokens"; }
+"$bin" --tie 1e-9 "$dir/sampled_diverged.json" > "$dir/out6.txt" 2>&1
+[ $? -eq 1 ] || { cat "$dir/out6.txt"; fail "sampled: a divergence inside ar's token's interval passed --tie 1e-9"; }
+
 printf '{"rows":[{"config":"ar","category":"qa","prompt_id":"1","prompt_tokens":5,"turns":1}]}' > "$dir/nosave.json"
 "$bin" "$dir/nosave.json" 2> "$dir/err.txt"
 [ $? -eq 2 ] || fail "a run without saved outputs must exit 2"

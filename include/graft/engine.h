@@ -186,8 +186,12 @@ struct GenerationStats {
   // x L: with pass_rows they price each pass at its context (ContextCost is linear).
   double pass_context = 0, pass_row_context = 0;
   std::string stop_reason;  // "eog", "length", "cancelled", "context"
+  // The request's SamplingParams::seed: with the same prompt, sampling params and seed,
+  // any method writes the same tokens again (PositionSampler), so an answer at T > 0
+  // can be reproduced from its stats (`seed` in StatsToJson).
+  uint64_t seed = 0;
 
-  // Sums every count and time of `other` into this (stop_reason: other's).
+  // Sums every count and time of `other` into this (stop_reason and seed: other's).
   // O(rows in the histograms).
   void Add(const GenerationStats& other);
 

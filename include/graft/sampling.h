@@ -1,5 +1,6 @@
 // Token sampling shared by plain autoregressive decoding and speculative verification,
-// so both paths draw from exactly the same distribution. Pure C++: no llama.h.
+// so both paths draw the same token from the same distribution at the same position
+// (PositionSampler). Pure C++: no llama.h.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,14 @@ struct SamplingParams {
   float temperature = 0.0f;  // <= 0: greedy (argmax, ties to the lowest token id)
   int top_k = 0;             // keep the k highest logits; <= 0: keep all
   float top_p = 1.0f;        // nucleus: keep the smallest prefix with mass >= top_p; >= 1: keep all
-  uint64_t seed = 0;         // seeds the engine's Rng
+  // The draws of a request (PositionSampler): the token at output position t is drawn
+  // with a uniform that depends on (seed, stream, t) alone, so the same seed gives the
+  // same text whatever the method, tree, batch or learned state.
+  uint64_t seed = 0;
+  // A per-request key beside the seed, for requests that share a seed but must not
+  // share draws (several choices of one request). 0 for every caller today: a request
+  // is reproduced by its seed alone, never by its slot or arrival order.
+  uint64_t stream = 0;
 };
 
 // A sparse probability distribution over the tokens that can be sampled.
@@ -72,8 +80,36 @@ class Rng {
   uint64_t s_[4];
 };
 
-// Inverse-CDF draw over the entries in stored order; consumes exactly one Uniform().
-// Throws std::invalid_argument on an empty distribution. O(m).
+// Inverse CDF of `dist` at `u` in [0, 1): the tokens in increasing id, whatever order
+// the entries are stored in, their probabilities summed in double in that order (u is
+// scaled by their sum). So a distribution gives the same token for the same u on every
+// path, and one made from slightly different logits (batched and single-row kernels)
+// gives another token only where u lies within their difference of a boundary.
+// Throws std::invalid_argument on an empty distribution. O(m) for entries stored in id
+// order (no top-k / top-p cut), O(m log m) otherwise.
+Token SampleToken(const Distribution& dist, double u);
+// SampleToken(dist, rng.Uniform()): exactly one Uniform().
 Token SampleToken(const Distribution& dist, Rng& rng);
+
+// The sampler every method shares at T > 0 (docs/design.md §1 step 5): the token at
+// output position t (0 = the request's first new token) is SampleToken(p_t, Uniform(t)),
+// p_t the target's distribution there and Uniform(t) a counter-based hash of (seed,
+// stream, t) alone. Plain decoding draws it; tree verification accepts the child equal
+// to it. Copyable, 16 bytes, no state: any pass may ask for any position.
+class PositionSampler {
+ public:
+  explicit PositionSampler(const SamplingParams& params) : seed_(params.seed), stream_(params.stream) {}
+  // Uniform in [0, 1) with 53 bits: splitmix64's finaliser over (seed, stream, t). O(1).
+  double Uniform(int64_t position) const;
+  Token Sample(const Distribution& dist, int64_t position) const { return SampleToken(dist, Uniform(position)); }
+
+ private:
+  uint64_t seed_;
+  uint64_t stream_;
+};
+
+// A fresh random seed for a request that gave none (std::random_device), below 2^53 so
+// that JSON readers holding numbers as doubles keep it exact when it is reported.
+uint64_t FreshSeed();
 
 }  // namespace graft

@@ -3,7 +3,8 @@
 // everywhere: method, prompt_tokens, new_tokens, target_passes, draft_passes,
 // draft_steps, nodes_verified, drafted, grafted, accepted, acceptance, tau,
 // prefill/decode tokens_per_s, per_source{src: proposed, accepted, acceptance},
-// ms{prefill, calibrate, draft, retrieve, graft, verify, commit, decode}, stop_reason.
+// ms{prefill, calibrate, draft, retrieve, graft, verify, commit, decode}, stop_reason,
+// seed (the request's sampling seed: the same request with it gives the same tokens).
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -36,22 +36,30 @@ struct VerifyResult {
 VerifyResult VerifyGreedy(const TokenTree& tree,
                           const std::function<Token(int32_t node)>& target_argmax);
 
-// Stochastic (T > 0) verification, lossless for any tree of distinct siblings whatever
-// their source: each proposal is treated as a point mass. `target_dist(node)` is the
-// target's sampling distribution (MakeDistribution with the request's params) after
-// the context + path root..node; called once per accepted node.
-// At an accepted node with distribution p: p_res = p; try the children in index order:
-// accept child x with probability p_res(x), else set p_res(x) = 0 and renormalise; if
-// all children are rejected the bonus is drawn from p_res; if the accepted path ends
-// at a node without accepted child (a leaf, or all rejected) the bonus is drawn from
-// p_res there (= p at a leaf). Each child x ends up accepted with probability exactly
-// p(x), so the committed tokens are distributed as plain sampling with SampleToken.
-// Draws one Uniform() per tried child of nonzero probability, plus one for the bonus. With a greedy
-// distribution (T = 0) it returns the same path and bonus as VerifyGreedy.
-// O(n + tried * m) for distributions of m entries.
+// Stochastic (T > 0) verification by the target's own sample: at an accepted node of
+// depth d the target's token is y = sampler.Sample(target_dist(node), position + d)
+// (inverse CDF in token order of a uniform keyed by the output position alone); the
+// child whose token is y is accepted, and where none is, y is the bonus. `position`
+// is the output position of the token after the root (0 = the request's first new
+// token); `target_dist(node)` the target's sampling distribution (MakeDistribution with
+// the request's params) after the context + path root..node, called once per accepted
+// node.
+// Every committed token is thus the one plain sampling draws at its position with the
+// same seed, whatever the tree: graft, every other method and ar write the same tokens
+// (up to near-ties where batched and single-row kernels round the logits differently).
+// Lossless for any tree of distinct siblings, every proposal a point mass: a child x
+// is accepted with probability p(x), and the bonus, drawn where no child is, has the
+// residual distribution p without the children, renormalised. The probability that
+// some child is accepted, and which, is the same as under the residual rule (accept x
+// with p_res(x), else remove it and renormalise), so acceptance is not lower; a draft
+// *sampled* from q would accept more under min(1, p/q), but every method proposes
+// tokens by rank or retrieval, not by sampling. `tested` is as VerifyGreedy's (every
+// child of an accepted node, the accepted one marked). With a greedy distribution
+// (T = 0) it returns what VerifyGreedy returns. O(n) plus one SampleToken per accepted
+// node.
 VerifyResult VerifyStochastic(const TokenTree& tree,
                               const std::function<Distribution(int32_t node)>& target_dist,
-                              Rng& rng);
+                              const PositionSampler& sampler, int64_t position);
 
 // Feeds every tested node of `result` to `calibration` (source, edge prob, depth,
 // accepted). Only tested nodes are recorded: their parent was accepted. Then one

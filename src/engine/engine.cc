@@ -92,12 +92,12 @@ struct Engine::State : EngineState {
   // until FinishStep says it is over, then Finish.
   struct Flight {
     Flight(GenerateRequest r, const DecodeOptions& opt)
-        : req(std::move(r)), o(opt), rs{req, o, req.prompt, 0, &result.stats}, rng(req.sampling.seed) {}
+        : req(std::move(r)), o(opt), rs{req, o, req.prompt, 0, &result.stats}, sampler(req.sampling) {}
     GenerateRequest req;
     DecodeOptions o;
     GenerateResult result;
     RequestState rs;
-    Rng rng;
+    PositionSampler sampler;  // T > 0: the token at each output position, whatever the tree
     TokenTree tree;
     StepLimits limits{1, 0, {}};        // of the step being proposed
     std::optional<DraftParams> draft;  // the draft the proposer asked for, not yet run
@@ -140,6 +140,7 @@ struct Engine::State : EngineState {
     flight = std::make_unique<Flight>(std::move(req), o);
     Flight& f = *flight;
     f.result.stats.n_prompt = static_cast<int32_t>(f.req.prompt.size());
+    f.result.stats.seed = f.req.sampling.seed;
     f.result.stats.stop_reason = "length";
     calibration.BeginRequest();
     const int32_t common = f.req.reuse_prefix.value_or(config.reuse_prefix) ? CachedPrefix(f.req.prompt) : 0;
@@ -320,8 +321,12 @@ bool Engine::State::FinishStep(int32_t row0, double pass_ms) {
     if (f.req.sampling.temperature <= 0.0f) {
       vr = VerifyGreedy(tree, [&](int32_t node) { return Argmax(logits(node), nv); });
     } else {
+      // The output position of the token after the root: the same position gets the same
+      // uniform in every pass and method (PositionSampler).
+      const int64_t position = static_cast<int64_t>(f.rs.committed.size() - f.req.prompt.size());
       vr = VerifyStochastic(
-          tree, [&](int32_t node) { return MakeDistribution(logits(node), nv, f.req.sampling); }, f.rng);
+          tree, [&](int32_t node) { return MakeDistribution(logits(node), nv, f.req.sampling); }, f.sampler,
+          position);
     }
   }
   {

@@ -6,6 +6,7 @@
 
 #include "common/test_models.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -475,6 +476,169 @@ TEST(EngineTest, SamplingMatchesArDistribution) {
     EXPECT_LT(chi, limit) << MethodName(m);
     EXPECT_GE(dof, 3) << "distribution too peaked to test";
   }
+}
+
+// Where a sampled output parts from ar's: the distance, in probability, from position
+// k's uniform to the nearer end of the interval its token takes in the inverse CDF of
+// the target's distribution after prompt + ref[0..k) (computed in a fresh context).
+double SampleMarginAt(const Model& m, const std::vector<Token>& prompt, const std::vector<Token>& ref, size_t k,
+                      const SamplingParams& sp) {
+  std::vector<Token> ctx = prompt;
+  ctx.insert(ctx.end(), ref.begin(), ref.begin() + static_cast<std::ptrdiff_t>(k));
+  Context c(m, ContextOptions{.n_ctx = 4096, .n_batch = 512, .n_threads = 2, .n_seq_max = 1, .max_tree = 1});
+  const Distribution d = MakeDistribution(c.Prefill(ctx, true), m.n_vocab(), sp);
+  std::vector<std::pair<Token, float>> by_id;
+  for (int32_t i = 0; i < d.size(); ++i) by_id.emplace_back(d.token[i], d.prob[i]);
+  std::sort(by_id.begin(), by_id.end());
+  double total = 0;
+  for (const auto& e : by_id) total += e.second;
+  const double u = PositionSampler(sp).Uniform(static_cast<int64_t>(k)) * total;
+  double lo = 0;
+  for (const auto& e : by_id) {
+    const double hi = lo + e.second;
+    if (u < hi) return std::min(u - lo, hi - u) / total;
+    lo = hi;
+  }
+  return 0;
+}
+
+// The sampling near-tie of logits that two ways of computing them round up to
+// `epsilon` apart: a boundary of the inverse CDF moves by at most about
+// (e^(2 epsilon / T) - 1) / 4 (the tokens before it up by epsilon, the rest down).
+double SampleMarginBound(float epsilon, float temperature) {
+  return (std::exp(2.0 * epsilon / temperature) - 1) / 4;
+}
+
+// SameOrNearTie at T > 0: whether `got` equals ar's `ref` for the same seed; if not,
+// checks that they part where position k's uniform lies within `bound` of a boundary
+// of the inverse CDF (a sampling near-tie), not because one stopped earlier. Records
+// the margin in *max_margin.
+bool SameOrSamplingNearTie(const Model& target, const GenerateRequest& req, const std::vector<Token>& ref,
+                           const std::vector<Token>& got, double bound, const std::string& name,
+                           double* max_margin) {
+  if (got == ref) return true;
+  size_t k = 0;
+  while (k < ref.size() && k < got.size() && ref[k] == got[k]) ++k;
+  if (k == ref.size() || k == got.size()) {
+    ADD_FAILURE() << name << " output length differs from ar's (" << got.size() << " vs " << ref.size() << ")";
+    return false;
+  }
+  const double margin = SampleMarginAt(target, req.prompt, ref, k, req.sampling);
+  *max_margin = std::max(*max_margin, margin);
+  EXPECT_LT(margin, bound) << name << " parted from ar at token " << k << " with a clear sampling margin " << margin;
+  return false;
+}
+
+// Issue 47: at T > 0 every method writes what ar writes with the same seed, whatever
+// its trees and whatever the engine learnt before, up to sampling near-ties: on the tiny
+// F32 pair a pass of 3 rows computes a logit up to 0.02 away from a 1-row pass (2-core
+// AMD EPYC, 2026-12-07), which moves the inverse CDF's boundaries by up to ~0.01; of
+// 60 runs here, the 8 of one prompt parted, all at the same token, at a margin of 0.003. The target is its own
+// draft, so drafted tokens are accepted often (about 40%) and both acceptance and
+// rejection run; graft runs twice more with learning on, each from what the runs
+// before learnt; the oracle proposing ar's sampled output has all of it accepted.
+TEST(EngineTest, SampledMethodsWriteWhatArWritesTinyPair) {
+  auto target = Model::Load(ModelPath("tiny-target.gguf"));
+  auto draft = Model::Load(ModelPath("tiny-target.gguf"));
+  Engine engine(*target, draft.get(), EngineConfig{.n_ctx = 1024, .max_tree = 16});
+  const auto prompts = SpecBenchPrompts(1);
+  ASSERT_GE(prompts.size(), 6u);
+  int64_t accepted = 0, proposed = 0;
+  int runs = 0, parted = 0;
+  double max_margin = 0, bound = 0;
+  for (size_t i = 0; i < 6; ++i) {
+    GenerateRequest req;
+    req.prompt = Encode(*target, prompts[i]);
+    if (req.prompt.size() > 300) req.prompt.resize(300);
+    req.n_predict = 40;
+    req.sampling = SamplingParams{.temperature = 0.8f, .top_p = 0.95f, .seed = 4700 + i};
+    const double prompt_bound =
+        SampleMarginBound(std::max(1e-3f, 2 * BatchedVsSingleDiff(*target, req.prompt)), req.sampling.temperature);
+    bound = std::max(bound, prompt_bound);
+    const GenerateResult ar = engine.Generate(req, DecodeOptions{.learn = false});
+    ASSERT_EQ(ar.stats.seed, req.sampling.seed);
+    ASSERT_GE(ar.tokens.size(), 8u);
+    std::vector<Variant> variants;
+    for (const Variant& v : VariantsWithGraftFixed()) {
+      if (v.options.method != Method::kRest) variants.push_back(v);  // rest needs an index; suffix retrieves
+    }
+    for (int k = 0; k < 2; ++k) variants.push_back({"graft-learning", DecodeOptions{.method = Method::kGraft}});
+    for (const Variant& v : variants) {
+      const GenerateResult got = engine.Generate(req, v.options);
+      parted += !SameOrSamplingNearTie(*target, req, ar.tokens, got.tokens, prompt_bound,
+                                       v.name + ", prompt " + std::to_string(i), &max_margin);
+      accepted += got.stats.n_accepted;
+      proposed += got.stats.n_drafted + got.stats.n_grafted;
+      ++runs;
+    }
+    GenerateRequest oracle = req;
+    oracle.oracle = ar.tokens;
+    const GenerateResult o = engine.Generate(oracle, DecodeOptions{.method = Method::kOracle, .tree_budget = 16});
+    if (SameOrSamplingNearTie(*target, req, ar.tokens, o.tokens, prompt_bound, "oracle, prompt " + std::to_string(i),
+                              &max_margin)) {
+      EXPECT_EQ(o.stats.n_accepted, o.stats.n_grafted) << "the oracle proposes ar's samples: all accepted";
+      EXPECT_GT(o.stats.n_accepted, 0);
+    }
+  }
+  printf("[sampled = ar] %d runs at T = 0.8, top-p 0.95: %d parted from ar, at sampling near-ties (largest margin "
+         "there %.4f, allowed %.4f); %lld of %lld proposals accepted\n",
+         runs, parted, max_margin, bound, static_cast<long long>(accepted), static_cast<long long>(proposed));
+  EXPECT_LE(parted, runs / 4);
+  EXPECT_GT(accepted * 4, proposed) << "too few acceptances to test";
+}
+
+// The same under continuous batching: 8 seeded requests on 4 slots (graft, ar, chain,
+// suffix), sharing their passes with each other and with prompt chunks, write what ar
+// alone writes with their seeds, up to sampling near-ties; a pass that holds prompt
+// chunks rounds the tiny model's logits by up to 0.12 (GroupEpsilon), so more part
+// here than alone: 1 of 8 at a margin of 0.006 (2-core AMD EPYC, 2026-12-07).
+TEST(EngineGroupTest, SampledStreamsEqualArAloneTinyPair) {
+  auto target = Model::Load(ModelPath("tiny-target.gguf"));
+  auto draft = Model::Load(ModelPath("tiny-target.gguf"));
+  const EngineConfig cfg{.n_ctx = 1024, .max_tree = 16};
+  const std::vector<std::string> texts = SpecBenchPrompts(1);
+  const size_t n = 8;
+  ASSERT_GE(texts.size(), 6u);
+  Engine alone(*target, nullptr, cfg);
+  std::vector<GenerateRequest> reqs(n);
+  std::vector<std::vector<Token>> ref(n);
+  for (size_t k = 0; k < n; ++k) {
+    reqs[k].prompt = Encode(*target, texts[k % texts.size()]);
+    if (reqs[k].prompt.size() > 300) reqs[k].prompt.resize(300);
+    reqs[k].n_predict = 32;
+    reqs[k].sampling = SamplingParams{.temperature = 0.8f, .top_p = 0.95f, .seed = 91 + k % 3};
+    ref[k] = alone.Generate(reqs[k], DecodeOptions{.learn = false}).tokens;
+  }
+  const double bound = SampleMarginBound(GroupEpsilon(*target, reqs), 0.8f);
+  const std::vector<Method> methods = {Method::kGraft, Method::kAr, Method::kChain, Method::kSuffix};
+  EngineGroup group(*target, draft.get(), cfg, {.slots = 4});
+  std::vector<std::vector<Token>> got(n);
+  std::vector<int32_t> slot_req(group.slots(), -1);
+  size_t next = 0;
+  for (int steps = 0; next < n || !group.idle(); ++steps) {
+    ASSERT_LT(steps, 5000);
+    for (int32_t s = 0; s < group.slots() && next < n; ++s) {
+      if (group.busy(s)) continue;
+      group.Start(s, reqs[next], DecodeOptions{.method = methods[next % methods.size()], .tree_budget = 16});
+      slot_req[s] = static_cast<int32_t>(next++);
+    }
+    for (EngineGroup::Finished& f : group.Step()) {
+      EXPECT_EQ(f.error, "");
+      EXPECT_EQ(f.result.stats.seed, reqs[slot_req[f.slot]].sampling.seed);
+      got[slot_req[f.slot]] = std::move(f.result.tokens);
+    }
+  }
+  int parted = 0;
+  double max_margin = 0;
+  for (size_t k = 0; k < n; ++k) {
+    parted += !SameOrSamplingNearTie(*target, reqs[k], ref[k], got[k], bound,
+                                     "request " + std::to_string(k) + " (" +
+                                         MethodName(methods[k % methods.size()]) + ")",
+                                     &max_margin);
+  }
+  printf("[group, T = 0.8] %d of %zu streams parted from ar alone, at sampling near-ties (largest margin there "
+         "%.4f, allowed %.4f)\n", parted, n, max_margin, bound);
+  EXPECT_LE(parted, 2);
 }
 
 TEST(EngineTest, BadOptionsGiveClearErrors) {

@@ -100,6 +100,7 @@ void GenerationStats::Add(const GenerationStats& b) {
   add(draft_pass_rows, b.draft_pass_rows);
   add(read_products, b.read_products);
   stop_reason = b.stop_reason;
+  seed = b.seed;
 }
 
 void GenerationStats::CountPass(std::vector<int32_t>* hist, int32_t rows) {

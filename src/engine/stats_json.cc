@@ -38,7 +38,8 @@ nlohmann::json StatsToJson(const GenerationStats& st, Method m) {
           {"ms", {{"prefill", st.t_prefill_ms}, {"calibrate", st.t_calibrate_ms}, {"draft", st.t_draft_ms},
                   {"retrieve", st.t_retrieve_ms}, {"graft", st.t_graft_ms}, {"verify", st.t_verify_ms},
                   {"commit", st.t_commit_ms}, {"decode", st.t_decode_ms}}},
-          {"stop_reason", st.stop_reason}};
+          {"stop_reason", st.stop_reason},
+          {"seed", st.seed}};
 }
 
 }  // namespace graft

@@ -276,7 +276,12 @@ ParsedRequest ParseRequest(const std::string& text, Endpoint endpoint, const Req
     if (v < 0 || v > INT32_MAX) Fail("top_k", "'top_k' must be >= 0 (0 = off)");
     out.sampling.top_k = static_cast<int>(v);
   }
-  if (const json* s = Field(body, "seed")) out.sampling.seed = static_cast<uint64_t>(Integer(*s, "seed"));
+  if (const json* s = Field(body, "seed")) {
+    // Any 64-bit integer; a negative one is taken modulo 2^64 (as it always was).
+    out.sampling.seed = s->is_number_unsigned() ? s->get<uint64_t>() : static_cast<uint64_t>(Integer(*s, "seed"));
+  } else if (policy.fresh_seed) {
+    out.sampling.seed = FreshSeed();
+  }
   if (const json* n = Field(body, "n")) {
     if (Integer(*n, "n") != 1) Fail("n", "only n = 1 is supported", "unsupported_parameter");
   }

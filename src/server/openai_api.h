@@ -33,6 +33,11 @@ struct RequestPolicy {
   std::vector<std::string> model_names;  // names of the served model (first = the id we report; any "model" is accepted)
   DecodeOptions decode;                  // method / budget defaults (from the command line)
   SamplingParams sampling;               // temperature / top_p / top_k / seed defaults
+  // A request without "seed" gets a fresh random one (FreshSeed) when set, else
+  // sampling.seed (`graft serve -s N`). Either way the seed that ran is in the
+  // response's `graft.seed` (the last chunk's when streamed): the same request with
+  // that seed gives the same text, on any slot, under any load, with any method.
+  bool fresh_seed = true;
   int32_t default_max_tokens = 256;      // when the request gives none
   int32_t max_tokens_limit = 4096;       // larger max_tokens is refused
   int32_t max_budget = 64;               // largest graft.budget (the engines' tree limit)

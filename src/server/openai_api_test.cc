@@ -13,6 +13,7 @@ RequestPolicy Policy() {
   p.decode.method = Method::kGraft;
   p.decode.tree_budget = 16;
   p.sampling.seed = 42;
+  p.fresh_seed = false;  // `graft serve -s 42`
   p.default_max_tokens = 32;
   p.max_tokens_limit = 100;
   p.max_budget = 64;
@@ -64,6 +65,28 @@ TEST(OpenAiApiTest, CompletionAllOptions) {
   EXPECT_TRUE(r.include_usage);
   EXPECT_EQ(r.decode.method, Method::kAr);
   EXPECT_EQ(r.decode.tree_budget, 4);
+}
+
+// Without "seed" a request gets a fresh one (unless the server was given -s); with one,
+// any 64-bit integer, the seed runs as given (a negative one modulo 2^64).
+TEST(OpenAiApiTest, SeedGivenOrFresh) {
+  RequestPolicy fresh = Policy();
+  fresh.fresh_seed = true;
+  const uint64_t a = ParseRequest(R"({"prompt": "hi"})", Endpoint::kCompletions, fresh).sampling.seed;
+  const uint64_t b = ParseRequest(R"({"prompt": "hi"})", Endpoint::kCompletions, fresh).sampling.seed;
+  EXPECT_NE(a, b);
+  EXPECT_LT(a, uint64_t{1} << 53);  // exact in a JSON reader's double
+  EXPECT_EQ(ParseRequest(R"({"prompt": "hi", "seed": 7})", Endpoint::kCompletions, fresh).sampling.seed, 7u);
+  EXPECT_EQ(ParseRequest(R"({"prompt": "hi"})", Endpoint::kCompletions, Policy()).sampling.seed, 42u);
+  EXPECT_EQ(ParseRequest(R"({"prompt": "hi", "seed": 18446744073709551615})", Endpoint::kCompletions, fresh)
+                .sampling.seed,
+            UINT64_MAX);
+  EXPECT_EQ(ParseRequest(R"({"prompt": "hi", "seed": -1})", Endpoint::kCompletions, fresh).sampling.seed, UINT64_MAX);
+  EXPECT_EQ(ErrorOf(R"({"prompt": "hi", "seed": 1.5})").param, "seed");
+  // The seed that ran is reported in the graft stats object.
+  GenerationStats st;
+  st.seed = a;
+  EXPECT_EQ(GraftStatsJson(st, Method::kGraft)["seed"].get<uint64_t>(), a);
 }
 
 TEST(OpenAiApiTest, PromptAsTokenIdsAndStopAsString) {

@@ -1,4 +1,5 @@
-// Sampling: logits -> Distribution (top-k, temperature softmax, top-p), Rng, SampleToken.
+// Sampling: logits -> Distribution (top-k, temperature softmax, top-p), Rng,
+// SampleToken, PositionSampler.
 #include "graft/sampling.h"
 
 #include "logit_scan.h"
@@ -6,17 +7,22 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
+#include <random>
 #include <stdexcept>
 
 namespace graft {
 namespace {
 
-uint64_t SplitMix64(uint64_t& x) {
-  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
+// splitmix64's finaliser: a bijection of 64 bits whose every output bit depends on
+// every input bit.
+uint64_t Mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
+
+uint64_t SplitMix64(uint64_t& x) { return Mix64(x += 0x9e3779b97f4a7c15ULL); }
 
 uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
@@ -189,20 +195,50 @@ uint64_t Rng::Next() {
   return result;
 }
 
-Token SampleToken(const Distribution& dist, Rng& rng) {
-  if (dist.token.empty()) throw std::invalid_argument("SampleToken: empty distribution");
-  double total = 0;
-  for (float p : dist.prob) total += p;
-  const double u = rng.Uniform() * total;
-  double cum = 0;
-  Token last = dist.token.back();
-  for (size_t i = 0; i < dist.token.size(); ++i) {
-    if (dist.prob[i] <= 0.0f) continue;
-    cum += dist.prob[i];
-    last = dist.token[i];
-    if (u < cum) return dist.token[i];
+Token SampleToken(const Distribution& dist, double u) {
+  const size_t m = dist.token.size();
+  if (m == 0) throw std::invalid_argument("SampleToken: empty distribution");
+  // Entries in id order: as stored when nothing was cut (the whole row), else a small
+  // nucleus / top-k set sorted here.
+  std::vector<uint32_t> order;
+  if (!std::is_sorted(dist.token.begin(), dist.token.end())) {
+    order.resize(m);
+    std::iota(order.begin(), order.end(), 0u);
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return dist.token[a] < dist.token[b]; });
   }
-  return last;  // rounding: u landed on the total
+  const auto at = [&](size_t i) { return order.empty() ? i : static_cast<size_t>(order[i]); };
+  double total = 0;
+  for (size_t i = 0; i < m; ++i) total += dist.prob[at(i)];
+  const double target = u * total;
+  double cum = 0;
+  Token last = kNoToken;
+  for (size_t i = 0; i < m; ++i) {
+    const size_t k = at(i);
+    if (dist.prob[k] <= 0.0f) continue;
+    cum += dist.prob[k];
+    last = dist.token[k];
+    if (target < cum) return last;
+  }
+  // Rounding: u landed on the total. (kNoToken only if every entry is 0: none is.)
+  return last != kNoToken ? last : dist.token[at(m - 1)];
+}
+
+Token SampleToken(const Distribution& dist, Rng& rng) { return SampleToken(dist, rng.Uniform()); }
+
+double PositionSampler::Uniform(int64_t position) const {
+  // Three rounds, one per key, each mixed before the next is added: (seed, stream, t)
+  // and (seed', stream', t') collide only as 64-bit hashes do. Not a stream cipher:
+  // reproducible draws, not secret ones.
+  uint64_t h = Mix64(seed_ + 0x9e3779b97f4a7c15ULL);
+  h = Mix64(h ^ (stream_ + 0x632be59bd9b4e019ULL));
+  h = Mix64(h ^ (static_cast<uint64_t>(position) + 0xd1b54a32d192ed03ULL));
+  return static_cast<double>(h >> 11) * 0x1.0p-53;
+}
+
+uint64_t FreshSeed() {
+  std::random_device rd;
+  const uint64_t hi = rd(), lo = rd();
+  return ((hi << 32) ^ lo) & ((uint64_t{1} << 53) - 1);
 }
 
 }  // namespace graft

@@ -1,4 +1,4 @@
-// Tests for MakeDistribution, Argmax, Rng and SampleToken.
+// Tests for MakeDistribution, Argmax, Rng, SampleToken and PositionSampler.
 #include "graft/sampling.h"
 
 #include <gtest/gtest.h>
@@ -180,6 +180,98 @@ TEST(SamplingTest, SampleTokenFollowsDistribution) {
   EXPECT_LT(chi2, 21.1);  // df = 3, p = 1e-4
   EXPECT_EQ(count[0] + count[2] + count[4] + count[6], 0);
   EXPECT_THROW(SampleToken(Distribution{}, rng), std::invalid_argument);
+}
+
+// The inverse CDF walks token ids in increasing order whatever the stored order, so a
+// top-p distribution (stored by probability) and the same entries in id order give the
+// same token for every u.
+TEST(SamplingTest, SampleTokenWalksTokenIds) {
+  Distribution d;
+  d.token = {7, 3, 5, 1};
+  d.prob = {0.1f, 0.2f, 0.3f, 0.4f};
+  // In id order: 1 [0, .4), 3 [.4, .6), 5 [.6, .9), 7 [.9, 1).
+  EXPECT_EQ(SampleToken(d, 0.0), 1);
+  EXPECT_EQ(SampleToken(d, 0.39), 1);
+  EXPECT_EQ(SampleToken(d, 0.41), 3);
+  EXPECT_EQ(SampleToken(d, 0.61), 5);
+  EXPECT_EQ(SampleToken(d, 0.91), 7);
+  EXPECT_EQ(SampleToken(d, std::nextafter(1.0, 0.0)), 7);
+  Distribution sorted;
+  sorted.token = {1, 3, 5, 7};
+  sorted.prob = {0.4f, 0.2f, 0.3f, 0.1f};
+  for (double u = 0; u < 1; u += 1.0 / 1024) EXPECT_EQ(SampleToken(d, u), SampleToken(sorted, u)) << u;
+  // A zero entry is never drawn, even at its boundary.
+  Distribution z;
+  z.token = {0, 1, 2};
+  z.prob = {0.5f, 0.0f, 0.5f};
+  EXPECT_EQ(SampleToken(z, 0.5), 2);
+  EXPECT_THROW(SampleToken(Distribution{}, 0.5), std::invalid_argument);
+  // A top-p distribution from logits, whatever its stored order.
+  const std::vector<float> l = {0.1f, 2.0f, 1.5f, -1.0f, 1.9f};
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.top_p = 0.9f;
+  const Distribution cut = MakeDistribution(l, p);
+  ASSERT_FALSE(std::is_sorted(cut.token.begin(), cut.token.end()));
+  Distribution by_id = cut;
+  std::vector<size_t> idx(cut.token.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return cut.token[a] < cut.token[b]; });
+  for (size_t i = 0; i < idx.size(); ++i) by_id.token[i] = cut.token[idx[i]], by_id.prob[i] = cut.prob[idx[i]];
+  for (double u = 0; u < 1; u += 1.0 / 4096) ASSERT_EQ(SampleToken(cut, u), SampleToken(by_id, u)) << u;
+}
+
+// The uniform of a position depends on (seed, stream, position) alone, and looks
+// uniform and independent across positions and seeds.
+TEST(SamplingTest, PositionSamplerIsKeyedAndUniform) {
+  const PositionSampler a(SamplingParams{.seed = 7}), b(SamplingParams{.seed = 7});
+  const PositionSampler other_seed(SamplingParams{.seed = 8}), other_stream(SamplingParams{.seed = 7, .stream = 1});
+  int same_seed = 0, same_stream = 0;
+  for (int64_t t = 0; t < 1000; ++t) {
+    ASSERT_EQ(a.Uniform(t), b.Uniform(t));
+    same_seed += a.Uniform(t) == other_seed.Uniform(t);
+    same_stream += a.Uniform(t) == other_stream.Uniform(t);
+  }
+  EXPECT_EQ(same_seed, 0);
+  EXPECT_EQ(same_stream, 0);
+  // Uniform over 16 bins, and pairs (t, t + 1) uniform over 16 x 16 cells, over seeds
+  // 0..n-1 (a counter-based hash of small consecutive keys must not show them).
+  constexpr int kBins = 16, kN = 64000;
+  std::vector<int> bins(kBins, 0), pairs(kBins * kBins, 0);
+  for (int i = 0; i < kN; ++i) {
+    const PositionSampler s(SamplingParams{.seed = static_cast<uint64_t>(i / 8)});
+    const int64_t t = i % 8;
+    const double u = s.Uniform(t), v = s.Uniform(t + 1);
+    ASSERT_GE(u, 0.0);
+    ASSERT_LT(u, 1.0);
+    ++bins[static_cast<int>(u * kBins)];
+    ++pairs[static_cast<int>(u * kBins) * kBins + static_cast<int>(v * kBins)];
+  }
+  double chi_bins = 0, chi_pairs = 0;
+  for (int c : bins) chi_bins += (c - kN / double(kBins)) * (c - kN / double(kBins)) / (kN / double(kBins));
+  const double e = kN / double(kBins * kBins);
+  for (int c : pairs) chi_pairs += (c - e) * (c - e) / e;
+  EXPECT_LT(chi_bins, 44.3);    // df 15, p = 1e-4
+  EXPECT_LT(chi_pairs, 341.0);  // df 255, p = 1e-4 (Wilson-Hilferty)
+  // Draws by id-order inverse CDF follow the distribution.
+  Distribution d;
+  d.token = {7, 3, 5, 1};
+  d.prob = {0.1f, 0.2f, 0.3f, 0.4f};
+  std::vector<int> count(8, 0);
+  for (int i = 0; i < 40000; ++i) ++count[PositionSampler(SamplingParams{.seed = 3}).Sample(d, i)];
+  double chi2 = 0;
+  for (int i = 0; i < d.size(); ++i) {
+    const double ex = 40000 * d.prob[i];
+    chi2 += (count[d.token[i]] - ex) * (count[d.token[i]] - ex) / ex;
+  }
+  EXPECT_LT(chi2, 21.1);  // df = 3, p = 1e-4
+}
+
+TEST(SamplingTest, FreshSeedsDifferAndFitADouble) {
+  const uint64_t a = FreshSeed(), b = FreshSeed();
+  EXPECT_NE(a, b);
+  EXPECT_LT(a, uint64_t{1} << 53);
+  EXPECT_LT(b, uint64_t{1} << 53);
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// Greedy and stochastic tree verification.
+// Greedy and stochastic tree verification (the target's argmax or its position-keyed
+// sample, followed through the tree).
 #include "graft/verify.h"
 
 #include <algorithm>
@@ -59,7 +60,35 @@ namespace internal {
 
 VerifyResult VerifyStochasticWithRule(const TokenTree& tree,
                                       const std::function<Distribution(int32_t node)>& target_dist,
-                                      Rng& rng, AcceptRule rule) {
+                                      const PositionSampler& sampler, int64_t position, AcceptRule rule) {
+  CheckTree(tree);
+  const auto children = ChildLists(tree);
+  VerifyResult r;
+  int32_t node = 0;
+  r.accepted.push_back(node);
+  while (true) {
+    const Distribution p = target_dist(node);
+    if (p.token.empty()) throw std::invalid_argument("VerifyStochastic: empty target distribution");
+    const int64_t at = (rule == AcceptRule::kBiasedForTest ? 0 : position) + tree.depth[node];
+    const Token want = sampler.Sample(p, at);
+    int32_t next = -1;
+    for (int32_t c : children[node]) {
+      const bool ok = next < 0 && tree.token[c] == want;
+      r.tested.push_back(c);
+      r.tested_accepted.push_back(ok ? 1 : 0);
+      if (ok) next = c;
+    }
+    if (next < 0) {
+      r.bonus = want;
+      return r;
+    }
+    node = next;
+    r.accepted.push_back(node);
+  }
+}
+
+VerifyResult VerifyResidual(const TokenTree& tree, const std::function<Distribution(int32_t node)>& target_dist,
+                            Rng& rng) {
   CheckTree(tree);
   const auto children = ChildLists(tree);
   VerifyResult r;
@@ -68,7 +97,7 @@ VerifyResult VerifyStochasticWithRule(const TokenTree& tree,
   std::vector<Token> removed;  // tokens whose p_res was set to 0 at the current node
   while (true) {
     const Distribution p = target_dist(node);
-    if (p.token.empty()) throw std::invalid_argument("VerifyStochastic: empty target distribution");
+    if (p.token.empty()) throw std::invalid_argument("VerifyResidual: empty target distribution");
     // remaining = sum of p over tokens not yet removed, recomputed exactly from the
     // entries (not 1 - removed mass) so that the last child with mass gets ratio 1.
     double remaining = 0;
@@ -82,8 +111,7 @@ VerifyResult VerifyStochasticWithRule(const TokenTree& tree,
       const Token x = tree.token[c];
       const bool already = std::find(removed.begin(), removed.end(), x) != removed.end();
       const double px = already ? 0.0 : static_cast<double>(p.Prob(x));
-      double accept_prob = remaining > 0 ? px / remaining : 0.0;
-      if (rule == AcceptRule::kBiasedForTest) accept_prob = std::min(1.0, 2.0 * accept_prob);
+      const double accept_prob = remaining > 0 ? px / remaining : 0.0;
       const bool ok = px > 0 && rng.Uniform() < accept_prob;
       r.tested.push_back(c);
       r.tested_accepted.push_back(ok ? 1 : 0);
@@ -127,8 +155,8 @@ VerifyResult VerifyStochasticWithRule(const TokenTree& tree,
     }
     if (bonus == kNoToken) {
       // Every token with mass was tried and rejected: impossible in exact arithmetic
-      // (the last one has ratio 1); only the biased test rule cannot get here either.
-      throw std::logic_error("VerifyStochastic: empty residual distribution");
+      // (the last one has ratio 1).
+      throw std::logic_error("VerifyResidual: empty residual distribution");
     }
     r.bonus = bonus;
     return r;
@@ -139,8 +167,8 @@ VerifyResult VerifyStochasticWithRule(const TokenTree& tree,
 
 VerifyResult VerifyStochastic(const TokenTree& tree,
                               const std::function<Distribution(int32_t node)>& target_dist,
-                              Rng& rng) {
-  return internal::VerifyStochasticWithRule(tree, target_dist, rng, internal::AcceptRule::kExact);
+                              const PositionSampler& sampler, int64_t position) {
+  return internal::VerifyStochasticWithRule(tree, target_dist, sampler, position, internal::AcceptRule::kTargetSample);
 }
 
 void RecordOutcome(const TokenTree& tree, const VerifyResult& result, Calibration* calibration) {

@@ -91,7 +91,9 @@ void DecodeFlags::Add(CLI::App* app) {
   app->add_option("--temp", temp, "sampling temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
   app->add_option("--top-k", top_k, "top-k sampling (0 = off)")->check(CLI::NonNegativeNumber);
   app->add_option("--top-p", top_p, "top-p sampling (1 = off)")->check(CLI::Range(0.0, 1.0));
-  app->add_option("-s,--seed", seed, "random seed");
+  seed_option = app->add_option("-s,--seed", seed,
+                                "random seed (default: a fresh one, reported as `seed` in the stats; the same seed "
+                                "gives the same text with every method)");
 }
 
 DecodeOptions DecodeFlags::ToOptions(bool has_draft) const {
@@ -121,7 +123,7 @@ SamplingParams DecodeFlags::ToSampling() const {
   p.temperature = temp;
   p.top_k = top_k;
   p.top_p = top_p;
-  p.seed = seed;
+  p.seed = SeedGiven() ? seed : FreshSeed();
   return p;
 }
 

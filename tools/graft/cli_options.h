@@ -48,10 +48,16 @@ struct DecodeFlags {
   float temp = 0.0f;
   int32_t top_k = 0;
   float top_p = 1.0f;
+  // -s. Where Add registered it (generate, serve) and it is not given, a run draws a
+  // fresh seed (ToSampling; serve: each request) and reports the one that ran; a
+  // command that binds `seed` itself (bench) keeps this fixed default so its runs repeat.
   uint64_t seed = 42;
+  CLI::Option* seed_option = nullptr;  // set by Add
+  bool SeedGiven() const { return seed_option == nullptr || seed_option->count() > 0; }
   void Add(CLI::App* app);
   // Builds and validates the options (throws graft::Error with a clear message).
   DecodeOptions ToOptions(bool has_draft) const;
+  // The sampling flags; the seed is `seed`, or FreshSeed() when !SeedGiven().
   SamplingParams ToSampling() const;
 };
 

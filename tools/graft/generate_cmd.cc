@@ -118,6 +118,10 @@ int RunGenerate(const GenerateFlags& f) {
   }
   printf("\n\n");
   printf("%s\n", FormatStats(res.stats, opts.method).c_str());
+  if (req.sampling.temperature > 0) {  // the JSON form says it as stats.seed
+    printf("sampled with seed %llu: -s %llu writes this text again, with any --method\n",
+           static_cast<unsigned long long>(res.stats.seed), static_cast<unsigned long long>(res.stats.seed));
+  }
   if (compare) {
     printf("%s\n", FormatStats(base.stats, Method::kAr).c_str());
     const double speedup = base.stats.decode_tps() > 0 ? res.stats.decode_tps() / base.stats.decode_tps() : 0;

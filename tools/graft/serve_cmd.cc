@@ -124,6 +124,7 @@ int RunServe(const ServeFlags& f) {
   for (const auto& a : f.aliases) so.policy.model_names.push_back(a);
   so.policy.decode = defaults;
   so.policy.sampling = f.decode.ToSampling();
+  so.policy.fresh_seed = !f.decode.SeedGiven();  // without -s, each request draws its own
   so.policy.default_max_tokens = std::min(f.default_max_tokens, f.max_tokens_limit);
   so.policy.max_tokens_limit = f.max_tokens_limit;
   so.policy.max_budget = max_budget;
