@@ -61,30 +61,14 @@ namespace internal {
 VerifyResult VerifyStochasticWithRule(const TokenTree& tree,
                                       const std::function<Distribution(int32_t node)>& target_dist,
                                       const PositionSampler& sampler, int64_t position, AcceptRule rule) {
-  CheckTree(tree);
-  const auto children = ChildLists(tree);
-  VerifyResult r;
-  int32_t node = 0;
-  r.accepted.push_back(node);
-  while (true) {
+  // The greedy walk with the target's sample at each node's position in place of its
+  // argmax: accept the child equal to it, else it is the bonus.
+  return VerifyGreedy(tree, [&](int32_t node) {
     const Distribution p = target_dist(node);
     if (p.token.empty()) throw std::invalid_argument("VerifyStochastic: empty target distribution");
     const int64_t at = (rule == AcceptRule::kBiasedForTest ? 0 : position) + tree.depth[node];
-    const Token want = sampler.Sample(p, at);
-    int32_t next = -1;
-    for (int32_t c : children[node]) {
-      const bool ok = next < 0 && tree.token[c] == want;
-      r.tested.push_back(c);
-      r.tested_accepted.push_back(ok ? 1 : 0);
-      if (ok) next = c;
-    }
-    if (next < 0) {
-      r.bonus = want;
-      return r;
-    }
-    node = next;
-    r.accepted.push_back(node);
-  }
+    return sampler.Sample(p, at);
+  });
 }
 
 VerifyResult VerifyResidual(const TokenTree& tree, const std::function<Distribution(int32_t node)>& target_dist,
