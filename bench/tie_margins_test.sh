@@ -16,11 +16,15 @@ printf '{"category":"qa","turns":["hello there, how are you"]}\n' > "$dir/one.js
 "$graft" bench -m "$M/tiny-target.gguf" --no-draft --dataset "$dir/one.jsonl" --methods ar -n 12 --no-warmup \
   --save-outputs -o "$dir/run" > "$dir/bench.txt" 2>&1 || { cat "$dir/bench.txt"; fail "graft bench"; }
 
-# The copy: ar's row renamed, its output cut after token 5, which becomes another.
-python3 - "$dir/run/results.json" "$dir/diverged.json" <<'EOF' || fail "python"
+# diverge IN OUT [T]: IN's results plus a copy of ar's row renamed fake@16, its output
+# cut after token 5, which becomes another (T: ar's row must have run at T, with a seed).
+diverge() {
+  python3 - "$@" <<'EOF' || fail "python"
 import json, sys
 d = json.load(open(sys.argv[1]))
 ar = [r for r in d["rows"] if r["config"] == "ar"][0]
+if len(sys.argv) > 3:
+    assert ar["temperature"] == float(sys.argv[3]) and "seed" in ar, ar
 other = json.loads(json.dumps(ar))
 other["config"] = "fake@16"
 out = other["output_tokens"][0]
@@ -30,6 +34,8 @@ del out[6:]
 d["rows"].append(other)
 json.dump(d, open(sys.argv[2], "w"))
 EOF
+}
+diverge "$dir/run/results.json" "$dir/diverged.json"
 
 "$bin" --tie 1e9 "$dir/diverged.json" > "$dir/out.txt" 2>&1 || { cat "$dir/out.txt"; fail "a margin under 1e9 logits is not a near-tie"; }
 grep -q "divergences 1, at a near-tie 1 (margin < 1e+09 logits)" "$dir/out.txt" || { cat "$dir/out.txt"; fail "summary"; }
@@ -71,20 +77,7 @@ grep -q "not in the target's vocabulary" "$dir/err.txt" || { cat "$dir/err.txt";
 "$graft" bench -m "$M/tiny-target.gguf" --no-draft --dataset "$dir/one.jsonl" --methods ar -n 12 --no-warmup \
   --temps 0.8 --top-p 0.95 --save-outputs --no-plots -o "$dir/sampled" > "$dir/bench2.txt" 2>&1 ||
   { cat "$dir/bench2.txt"; fail "graft bench --temps 0.8"; }
-python3 - "$dir/sampled/results.json" "$dir/sampled_diverged.json" <<'EOF3' || fail "python"
-import json, sys
-d = json.load(open(sys.argv[1]))
-ar = [r for r in d["rows"] if r["config"] == "ar"][0]
-assert ar["temperature"] == 0.8 and "seed" in ar, ar
-other = json.loads(json.dumps(ar))
-other["config"] = "fake@16"
-out = other["output_tokens"][0]
-assert len(out) > 6, out
-out[5] = (out[5] + 1) % 1000
-del out[6:]
-d["rows"].append(other)
-json.dump(d, open(sys.argv[2], "w"))
-EOF3
+diverge "$dir/sampled/results.json" "$dir/sampled_diverged.json" 0.8
 "$bin" --tie 1e9 "$dir/sampled_diverged.json" > "$dir/out5.txt" 2>&1 || { cat "$dir/out5.txt"; fail "sampled: --tie 1e9"; }
 grep -q "fake@16 .* 0     5 .* yes$" "$dir/out5.txt" || { cat "$dir/out5.txt"; fail "sampled: the divergence is at turn 0, token 5"; }
 grep -q "T = 0.8: 0 of 1 rows identical to ar" "$dir/out5.txt" || { cat "$dir/out5.txt"; fail "sampled: counts"; }
