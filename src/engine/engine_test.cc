@@ -118,6 +118,36 @@ float GroupEpsilon(const Model& m, const std::vector<GenerateRequest>& reqs) {
   return e;
 }
 
+// Runs every request through `group`, each started in the first free slot with
+// options(k) as soon as one is free, until all have finished; returns each request's
+// result. An engine error or more than max_steps steps fails the test. before_step,
+// when given, sees the group before each Step().
+std::vector<GenerateResult> RunThroughGroup(EngineGroup& group, const std::vector<GenerateRequest>& reqs,
+                                            const std::function<DecodeOptions(size_t)>& options, int max_steps,
+                                            const std::function<void()>& before_step = nullptr) {
+  std::vector<GenerateResult> got(reqs.size());
+  std::vector<int32_t> slot_req(group.slots(), -1);
+  size_t next = 0;
+  for (int steps = 0; next < reqs.size() || !group.idle(); ++steps) {
+    if (steps >= max_steps) {
+      ADD_FAILURE() << "the group did not finish in " << max_steps << " steps";
+      break;
+    }
+    for (int32_t s = 0; s < group.slots() && next < reqs.size(); ++s) {
+      if (group.busy(s)) continue;
+      group.Start(s, reqs[next], options(next));
+      slot_req[s] = static_cast<int32_t>(next++);
+    }
+    if (before_step) before_step();
+    for (EngineGroup::Finished& f : group.Step()) {
+      EXPECT_EQ(f.error, "") << "request " << slot_req[f.slot];
+      got[slot_req[f.slot]] = std::move(f.result);
+      slot_req[f.slot] = -1;
+    }
+  }
+  return got;
+}
+
 struct PairCase {
   std::string target, draft;
   int prompts_per_category;
@@ -612,21 +642,13 @@ TEST(EngineGroupTest, SampledStreamsEqualArAloneTinyPair) {
   const double bound = SampleMarginBound(GroupEpsilon(*target, reqs), 0.8f);
   const std::vector<Method> methods = {Method::kGraft, Method::kAr, Method::kChain, Method::kSuffix};
   EngineGroup group(*target, draft.get(), cfg, {.slots = 4});
+  const std::vector<GenerateResult> results = RunThroughGroup(
+      group, reqs,
+      [&](size_t k) { return DecodeOptions{.method = methods[k % methods.size()], .tree_budget = 16}; }, 5000);
   std::vector<std::vector<Token>> got(n);
-  std::vector<int32_t> slot_req(group.slots(), -1);
-  size_t next = 0;
-  for (int steps = 0; next < n || !group.idle(); ++steps) {
-    ASSERT_LT(steps, 5000);
-    for (int32_t s = 0; s < group.slots() && next < n; ++s) {
-      if (group.busy(s)) continue;
-      group.Start(s, reqs[next], DecodeOptions{.method = methods[next % methods.size()], .tree_budget = 16});
-      slot_req[s] = static_cast<int32_t>(next++);
-    }
-    for (EngineGroup::Finished& f : group.Step()) {
-      EXPECT_EQ(f.error, "");
-      EXPECT_EQ(f.result.stats.seed, reqs[slot_req[f.slot]].sampling.seed);
-      got[slot_req[f.slot]] = std::move(f.result.tokens);
-    }
+  for (size_t k = 0; k < n; ++k) {
+    EXPECT_EQ(results[k].stats.seed, reqs[k].sampling.seed);
+    got[k] = results[k].tokens;
   }
   int parted = 0;
   double max_margin = 0;
@@ -727,26 +749,14 @@ TEST(EngineGroupTest, StreamsEqualTheirSingleEngineOutputs) {
   reqs[kEarlyCancel].cancelled = [] { return true; };
 
   EngineGroup group(*target, draft.get(), cfg, {.slots = 3, .prefill_chunk = 48});
-  std::vector<GenerateResult> got(n);
-  std::vector<int32_t> slot_req(group.slots(), -1);
-  size_t next = 0;
   int32_t steps = 0, busiest = 0;
-  while (next < n || !group.idle()) {
-    for (int32_t s = 0; s < group.slots() && next < n; ++s) {
-      if (group.busy(s)) continue;
-      group.Start(s, reqs[next], DecodeOptions{.method = methods[next], .tree_budget = 16});
-      slot_req[s] = static_cast<int32_t>(next++);
-    }
-    int32_t busy = 0;
-    for (int32_t s = 0; s < group.slots(); ++s) busy += group.busy(s);
-    busiest = std::max(busiest, busy);
-    for (EngineGroup::Finished& f : group.Step()) {
-      EXPECT_EQ(f.error, "") << "request " << slot_req[f.slot];
-      got[slot_req[f.slot]] = std::move(f.result);
-      slot_req[f.slot] = -1;
-    }
-    ASSERT_LT(++steps, 5000);
-  }
+  std::vector<GenerateResult> got = RunThroughGroup(
+      group, reqs, [&](size_t k) { return DecodeOptions{.method = methods[k], .tree_budget = 16}; }, 5000, [&] {
+        ++steps;
+        int32_t busy = 0;
+        for (int32_t s = 0; s < group.slots(); ++s) busy += group.busy(s);
+        busiest = std::max(busiest, busy);
+      });
   EXPECT_EQ(busiest, 3);
   int32_t passes = 0;
   for (size_t k = 0; k < n; ++k) {
@@ -1075,21 +1085,10 @@ TEST(EngineGroupTest, StreamsEqualSingleOutputsDefaultPair) {
   }
   const float epsilon = GroupEpsilon(*target, reqs);
   EngineGroup group(*target, draft.get(), cfg, {.slots = 4});
+  const std::vector<GenerateResult> results = RunThroughGroup(
+      group, reqs, [](size_t k) { return DecodeOptions{.method = k % 2 ? Method::kGraft : Method::kAr}; }, 2000);
   std::vector<std::vector<Token>> got(n);
-  std::vector<int32_t> slot_req(group.slots(), -1);
-  size_t next = 0;
-  for (int steps = 0; next < n || !group.idle(); ++steps) {
-    ASSERT_LT(steps, 2000);
-    for (int32_t s = 0; s < group.slots() && next < n; ++s) {
-      if (group.busy(s)) continue;
-      group.Start(s, reqs[next], DecodeOptions{.method = next % 2 ? Method::kGraft : Method::kAr});
-      slot_req[s] = static_cast<int32_t>(next++);
-    }
-    for (EngineGroup::Finished& f : group.Step()) {
-      EXPECT_EQ(f.error, "");
-      got[slot_req[f.slot]] = std::move(f.result.tokens);
-    }
-  }
+  for (size_t k = 0; k < n; ++k) got[k] = results[k].tokens;
   int diverged = 0;
   float max_gap = 0;
   for (size_t k = 0; k < n; ++k) {
