@@ -239,7 +239,7 @@ struct Replayer {
     keep.max_nodes = n_best;
     std::vector<int32_t> kept;
     graft::TokenTree pruned = graft::Prune(*tree, keep, calibration, &kept);
-    if (shadow_on) shadow.Add(std::move(*tree), kept, /*sampled=*/false);  // greedy replay
+    if (shadow_on) shadow.Add(std::move(*tree), kept);
     *tree = std::move(pruned);
   }
 };

@@ -7,12 +7,11 @@
 // 1-row one), early misses left every later prompt, summaries included, at 1.00x.
 // Yet the output settles every candidate at no cost: a node whose parent's path the
 // output followed would have been accepted exactly when the output goes on with its
-// token (greedy verification accepts the target's token; stochastic verification of
-// a token proposed with certainty, as retrieval does, accepts it with the target's
-// probability of it, the chance that the output continues with it). ShadowTrials
-// keeps each step's full candidate tree and, as tokens are committed, records into
-// the calibration every node that was not verified and whose parent's path the output
-// followed: the same trials, in the same cells, as RecordOutcome's.
+// token (verification, greedy or sampled, accepts the child equal to the target's
+// token at its position: VerifyStochastic). ShadowTrials keeps each step's full
+// candidate tree and, as tokens are committed, records into the calibration every
+// node that was not verified and whose parent's path the output followed: the same
+// trials, in the same cells, as RecordOutcome's.
 #pragma once
 
 #include <cstdint>
@@ -34,11 +33,11 @@ class ShadowTrials {
 
   // The candidate tree of a step, rooted at the step's last committed token, before it
   // was cut; `verified` holds the indices in `tree` of the nodes that went into the pass
-  // (Prune's kept_index): their outcome is RecordOutcome's. Under `sampled`
-  // verification, draft nodes are not recorded either: a drafted token is accepted with
-  // min(1, p/q), not with the p at which the output takes it. Nor are kOracle nodes.
-  // O(n).
-  void Add(TokenTree tree, std::span<const int32_t> verified, bool sampled);
+  // (Prune's kept_index): their outcome is RecordOutcome's. Nor are kOracle nodes
+  // recorded. Greedy or sampled, a node is accepted exactly when the output goes on with
+  // its token (verification follows the target's token at each position), so drafted
+  // and retrieved nodes are learnt from alike. O(n).
+  void Add(TokenTree tree, std::span<const int32_t> verified);
 
   // Tokens committed after the roots of the pending trees (a step's emitted tokens, in
   // order): records every resolved node that was not verified, and drops the trees

@@ -221,6 +221,7 @@ struct Harness::Impl {
       }
       req.n_predict = o.n_predict;
       req.sampling = Sampling(c, pp.index, rep);
+      req.sampling.stream = k;  // each turn its own uniforms (positions restart at 0 every turn)
       if (c.method == Method::kOracle && ar != nullptr && k < ar->outputs.size()) req.oracle = ar->outputs[k];
       if (stop != nullptr) req.on_tokens = [stop](const std::vector<Token>&) { return !stop->load(); };
       const auto t0 = Clock::now();
@@ -368,7 +369,9 @@ struct Harness::Impl {
       size_t i = 0;
       while (i < mine.size() && i < base.size() && mine[i] == base[i]) ++i;
       r.first_divergence = (mine == base) ? -1 : static_cast<int32_t>(i);
-      if (Greedy(r.config.temperature)) r.lossless = (mine == base);
+      // At T > 0 too: every method samples position t with ar's seed and uniform
+      // (PositionSampler), so its text is ar's up to near-ties, as at T = 0.
+      r.lossless = (mine == base);
     }
     for (BenchRow& r : *rows) {
       if (r.config.method == Method::kAr || r.config.is_peer()) continue;

@@ -136,7 +136,7 @@ struct BenchRow {
   std::string error;         // peers: why the tool gave no result (the row has no speedup)
 
   // Filled once the prompt's baseline rows exist:
-  std::optional<bool> lossless;        // temperature 0: outputs == ar's; else unset
+  std::optional<bool> lossless;        // outputs == ar's (same seed at T > 0); peers: T = 0 only
   int32_t first_divergence = -1;       // first token index differing from ar's (-1 = none)
   std::optional<double> speedup;       // decode tokens/s over ar's (prefill excluded)
   std::optional<double> e2e_speedup;   // ar's wall ms for as many tokens / this wall ms (prefill included)

@@ -62,7 +62,7 @@ json MeanInterval(const std::vector<double>& v) {
 struct Agg {
   int64_t n = 0;
   double speedup_sum = 0, e2e_sum = 0, tps_sum = 0, wall_tps_sum = 0, oracle_sum = 0, modelled_sum = 0;
-  int64_t speedup_n = 0, e2e_n = 0, oracle_n = 0, greedy_n = 0, lossless_n = 0, modelled_n = 0;
+  int64_t speedup_n = 0, e2e_n = 0, oracle_n = 0, compared_n = 0, lossless_n = 0, modelled_n = 0;
   int64_t errors = 0;     // peer rows whose tool gave no result (not in the other figures)
   std::vector<double> speedups;  // each row's speedup, for the interval of their mean
   std::map<std::string, std::pair<double, int64_t>> modelled_by;  // profile -> (sum, rows)
@@ -82,13 +82,13 @@ struct Agg {
       modelled_by[name].first += v;
       ++modelled_by[name].second;
     }
-    if (r.lossless) { ++greedy_n; lossless_n += *r.lossless ? 1 : 0; }
+    if (r.lossless) { ++compared_n; lossless_n += *r.lossless ? 1 : 0; }
     tps_sum += r.decode_tps();
     wall_tps_sum += r.wall_tps();
     total.Add(r.stats);
   }
   json Mean(double sum, int64_t k) const { return k ? json(sum / k) : json(nullptr); }
-  json Lossless() const { return greedy_n ? json(static_cast<double>(lossless_n) / greedy_n) : json(nullptr); }
+  json Lossless() const { return compared_n ? json(static_cast<double>(lossless_n) / compared_n) : json(nullptr); }
 
   json Short() const {
     return {{"n", n},

@@ -104,7 +104,7 @@ class GraftProposer final : public Proposer {
              const std::function<const float*(int32_t)>& logits) override {
     LearnNextTokens(es_, tree, vr, logits);
     if (drafted_ && cost_.has_value()) ObserveDraftLevels(tree, vr);
-    if (!cut_.token.empty()) shadow_.Add(std::move(cut_), cut_kept_, rs.request.sampling.temperature > 0.0f);
+    if (!cut_.token.empty()) shadow_.Add(std::move(cut_), cut_kept_);
     cut_ = TokenTree{};
     shadow_.Commit(vr.CommittedTokens(tree), &es_.calibration);
   }

@@ -4,13 +4,13 @@
 
 namespace graft {
 
-void ShadowTrials::Add(TokenTree tree, std::span<const int32_t> verified, bool sampled) {
+void ShadowTrials::Add(TokenTree tree, std::span<const int32_t> verified) {
   if (tree.size() <= 1) return;
   std::vector<uint8_t> skip(tree.size(), 0);
   for (int32_t k : verified) skip[k] = 1;
   bool left = false;
   for (int32_t i = 1; i < tree.size(); ++i) {
-    skip[i] = skip[i] || tree.source[i] == Source::kOracle || (sampled && tree.source[i] == Source::kDraft);
+    skip[i] = skip[i] || tree.source[i] == Source::kOracle;
     left = left || skip[i] == 0;
   }
   if (!left) return;  // nothing to record

@@ -27,7 +27,7 @@ TEST(ShadowTrialsTest, RecordsWhatTheOutputTestedAndNothingVerified) {
   Calibration cal;
   ShadowTrials shadow;
   // Nodes 0 and 1 went into the pass; the rest was cut.
-  shadow.Add(Sample(), std::vector<int32_t>{0, 1}, false);
+  shadow.Add(Sample(), std::vector<int32_t>{0, 1});
   const Token step1[] = {1};  // the pass accepted nothing; its bonus token is 1
   shadow.Commit(step1, &cal);
   // Position 1 tested node 1 (verified: RecordOutcome's) and node 2 (pld, rejected).
@@ -48,9 +48,9 @@ TEST(ShadowTrialsTest, RecordsWhatTheOutputTestedAndNothingVerified) {
 TEST(ShadowTrialsTest, AFullyFollowedTreeEndsAndVerifiedTreesAreNotKept) {
   Calibration cal;
   ShadowTrials shadow;
-  shadow.Add(Sample(), std::vector<int32_t>{0, 1, 2, 3, 4, 5}, false);  // all verified: nothing to learn
+  shadow.Add(Sample(), std::vector<int32_t>{0, 1, 2, 3, 4, 5});  // all verified: nothing to learn
   EXPECT_EQ(shadow.pending(), 0u);
-  shadow.Add(Sample(), std::vector<int32_t>{0}, false);
+  shadow.Add(Sample(), std::vector<int32_t>{0});
   const Token out[] = {1, 3, 5, 7};
   shadow.Commit(out, &cal);
   EXPECT_DOUBLE_EQ(cal.SourceTrials(Source::kRequest), 3);
@@ -66,33 +66,35 @@ TEST(ShadowTrialsTest, OracleIsNeverRecordedAndPendingTreesAreBounded) {
   t.Reset(100);
   t.Add(0, 1, 0.9f, Source::kOracle);
   t.Add(1, 2, 0.9f, Source::kOracle);
-  shadow.Add(t, std::vector<int32_t>{0}, false);
+  shadow.Add(t, std::vector<int32_t>{0});
   const Token out[] = {1};
   shadow.Commit(out, &cal);
   EXPECT_DOUBLE_EQ(cal.SourceTrials(Source::kOracle), 0);
-  for (size_t i = 0; i < 2 * ShadowTrials::kMaxPending; ++i) shadow.Add(Sample(), std::vector<int32_t>{0}, false);
+  for (size_t i = 0; i < 2 * ShadowTrials::kMaxPending; ++i) shadow.Add(Sample(), std::vector<int32_t>{0});
   EXPECT_EQ(shadow.pending(), ShadowTrials::kMaxPending);
   shadow.Clear();
   EXPECT_EQ(shadow.pending(), 0u);
 }
 
-// Sampled, a drafted token is accepted with min(1, p/q), not with the p at which the
-// output takes it: draft nodes are recorded under greedy verification only.
-TEST(ShadowTrialsTest, SampledDraftNodesAreNotRecorded) {
+// Greedy or sampled, verification accepts the child equal to the target's token at its
+// position (VerifyStochastic), so a drafted node holds exactly when the output goes on
+// with it, as a retrieved one does; oracle nodes are never learnt from.
+TEST(ShadowTrialsTest, DraftNodesAreRecordedOracleNodesAreNot) {
   TokenTree t;
   t.Reset(100);
   t.Add(0, 1, 0.9f, Source::kDraft);
   t.Add(0, 2, 0.5f, Source::kRequest);
+  t.Add(0, 3, 1.0f, Source::kOracle);
   const Token out[] = {2};
-  for (bool sampled : {false, true}) {
-    Calibration cal;
-    ShadowTrials shadow;
-    shadow.Add(t, std::vector<int32_t>{0}, sampled);
-    shadow.Commit(out, &cal);
-    EXPECT_DOUBLE_EQ(cal.SourceTrials(Source::kDraft), sampled ? 0 : 1) << sampled;
-    EXPECT_DOUBLE_EQ(cal.SourceTrials(Source::kRequest), 1) << sampled;
-    EXPECT_DOUBLE_EQ(cal.SourceAccepts(Source::kRequest), 1) << sampled;
-  }
+  Calibration cal;
+  ShadowTrials shadow;
+  shadow.Add(t, std::vector<int32_t>{0});
+  shadow.Commit(out, &cal);
+  EXPECT_DOUBLE_EQ(cal.SourceTrials(Source::kDraft), 1);
+  EXPECT_DOUBLE_EQ(cal.SourceAccepts(Source::kDraft), 0);
+  EXPECT_DOUBLE_EQ(cal.SourceTrials(Source::kRequest), 1);
+  EXPECT_DOUBLE_EQ(cal.SourceAccepts(Source::kRequest), 1);
+  EXPECT_DOUBLE_EQ(cal.SourceTrials(Source::kOracle), 0);
 }
 
 }  // namespace
