@@ -458,7 +458,7 @@ void AddBenchCommand(CLI::App& app, std::function<int()>* run) {
                   "measured (this machine's cost profile) and/or rows-free (a pass costs its model's measured "
                   "1-row pass whatever its rows: a stand-in for a GPU). Default: both")
       ->delimiter(',');
-  sub->add_option("--temps", f.temps, "comma list of temperatures (0 = greedy; losslessness is checked at 0)")
+  sub->add_option("--temps", f.temps, "comma list of temperatures (0 = greedy; at every temperature outputs are checked against ar with the same seed)")
       ->delimiter(',')->capture_default_str();
   sub->add_option("-n,--n-predict", f.n_predict, "new tokens per turn, at most")->capture_default_str();
   sub->add_option("--reps", f.reps, "repetitions of the whole run (fresh engines each)")->capture_default_str();
