@@ -20,7 +20,7 @@
 //
 // Sampled rows (temperature > 0, issue 47): every method draws the token at output
 // position k as ar does, by inverse CDF in token-id order at a uniform u keyed by the
-// row's seed and k (graft/sampling.h PositionSampler), so they part only where the batch
+// row's seed, the turn and k (graft/sampling.h PositionSampler), so they part only where the batch
 // shape moves an end of ar's token's interval past u. The margin is then u's distance,
 // in probability, to the nearer end of that interval in ar's distribution, and it is a
 // near-tie when below how far logits the measured difference apart can move that end
@@ -303,7 +303,9 @@ int main(int argc, char** argv) {
           const auto key = std::make_tuple(id, row.value("rep", 0), t, k, o[k]);
           auto found = seen.find(key);
           if (found == seen.end()) {
-            found = seen.emplace(key, MarginAt(*ctx, prompts[t], a, k, o[k], sp ? &*sp : nullptr, tie)).first;
+            std::optional<graft::SamplingParams> turn_sp = sp;
+            if (turn_sp) turn_sp->stream = t;  // bench samples each turn as its own stream
+            found = seen.emplace(key, MarginAt(*ctx, prompts[t], a, k, o[k], turn_sp ? &*turn_sp : nullptr, tie)).first;
           }
           const Margin& m = found->second;
           const double margin = sp ? m.sample.margin : static_cast<double>(m.ar_logit) - m.other_logit;
