@@ -620,6 +620,39 @@ TEST_F(HarnessTest, RealPeersOnTheTinyPair) {
   }
 }
 
+// A prompt over llama.cpp's default batch of 2048 tokens (issue 48): every tool gives a
+// row, none "the prompt exceeds the batch size" or an abort.
+TEST_F(HarnessTest, RealPeersReadAPromptOverTheDefaultBatch) {
+  HarnessOptions o;
+  o.n_predict = 8;
+  o.n_threads = 2;
+  o.n_ctx = 4096;
+  o.methods = {};
+  o.oracle = false;
+  o.warmup = false;
+  o.peers = {"llama-ar", "llama-ngram-simple", "llama-lookup"};
+  o.peers_dir = DefaultPeersDir();
+  std::vector<PeerSpec> specs;
+  for (const auto& n : o.peers) specs.push_back(ParsePeer(n));
+  if (!PeerRunner(o.peers_dir).Missing(specs).empty()) {
+    GTEST_SKIP() << "llama.cpp's tools are not built in " << o.peers_dir << " (scripts/setup.sh --peers)";
+  }
+  BenchPrompt p = Prompts()[1];
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "line " + std::to_string(i) + " of a long report. ";
+  p.turns = {text + p.turns[0]};
+  ASSERT_GT(target_->Tokenize(target_->ApplyChatTemplate({{"user", p.turns[0]}}, true), true, true).size(), 2100u);
+  Harness h(*target_, draft_, o);
+  const RunStatus st = h.Run({p}, {}, nullptr);
+  ASSERT_EQ(st.prompts_done, 1);
+  for (const BenchRow& r : h.rows()) {
+    SCOPED_TRACE(r.config.Name());
+    EXPECT_TRUE(r.error.empty()) << r.error;
+    EXPECT_GT(r.stats.n_generated, 0);
+    EXPECT_GT(r.stats.n_prompt, 2100);
+  }
+}
+
 TEST_F(HarnessTest, ConfigurationErrors) {
   HarnessOptions o = Options();
   EXPECT_THROW(Harness(*target_, nullptr, o), Error);  // draft methods without a draft

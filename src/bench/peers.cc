@@ -28,6 +28,7 @@ namespace fs = std::filesystem;
 
 // The pinned source our backend and the peers come from (scripts/setup.sh).
 constexpr const char* kPinnedSource = "llama-cpp-python-0.3.36";
+constexpr int32_t kPeerMinBatch = 2048;  // llama.cpp's default -b
 
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -125,10 +126,16 @@ void CountLikeOurs(PeerTool tool, int32_t n_predict, PeerReport* r) {
   r->n_generated -= free_first + (r->eog ? 1 : 0);
 }
 
+// -b: llama-speculative-simple refuses a prompt longer than the logical batch, and
+// llama-lookup aborts adding it to one (common_batch::get_sub_batch), so the batch
+// holds the whole prompt (llama.cpp's 2048 at least). The micro-batch, what one
+// forward pass computes, stays llama.cpp's default (512).
 std::vector<std::string> Shared(const PeerRun& run, const std::string& prompt_file) {
   const std::string t = std::to_string(run.n_threads);
+  const int32_t n_batch = std::max(kPeerMinBatch, run.prompt_tokens);
   return {"-m", run.target_path, "-f", prompt_file, "-n", std::to_string(run.n_predict),
-          "-c", std::to_string(run.n_ctx), "-t", t, "-tb", t, "--temp", "0", "--seed", "1"};
+          "-c", std::to_string(run.n_ctx), "-b", std::to_string(n_batch), "-t", t, "-tb", t,
+          "--temp", "0", "--seed", "1"};
 }
 
 }  // namespace

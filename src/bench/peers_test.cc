@@ -138,6 +138,10 @@ TEST(PeersTest, TableAndCommandLines) {
     EXPECT_TRUE(has(ar, f, v)) << f;
   }
   EXPECT_FALSE(has(ar, "-md", "/m/d.gguf"));
+  EXPECT_TRUE(has(ar, "-b", "2048"));  // llama.cpp's default, for prompts that fit it
+  run.prompt_tokens = 5996;            // a long prompt: the whole of it in one batch
+  for (const PeerSpec& p : AllPeers()) EXPECT_TRUE(has(PeerArgv(p, "/bin/dir", run, "/tmp/p"), "-b", "5996")) << p.name;
+  run.prompt_tokens = 0;
   const auto tuned = PeerArgv(ParsePeer("llama-draft-tuned"), "/bin/dir", run, "/tmp/p");
   EXPECT_EQ(tuned[0], "/bin/dir/llama-speculative-simple");
   EXPECT_TRUE(has(tuned, "-md", "/m/d.gguf"));
