@@ -586,6 +586,13 @@ TEST_F(HarnessTest, PeerConfigurationErrors) {
   EXPECT_THROW(Harness(*target_, nullptr, o), Error);  // needs a draft model
 }
 
+// Whether scripts/setup.sh --peers has built every tool o.peers names in o.peers_dir.
+bool PeersBuilt(const HarnessOptions& o) {
+  std::vector<PeerSpec> specs;
+  for (const auto& n : o.peers) specs.push_back(ParsePeer(n));
+  return PeerRunner(o.peers_dir).Missing(specs).empty();
+}
+
 // The real tools, when scripts/setup.sh --peers has built them: plain, n-gram and draft
 // rows on the tiny pair, all parsed. llama-ar's text must be ar's on these prompts (both
 // decode one token per pass; the prefill batches differ by the last prompt token, which
@@ -597,11 +604,7 @@ TEST_F(HarnessTest, RealPeersOnTheTinyPair) {
   o.n_ctx = 1024;
   o.peers = {"llama-ar", "llama-ngram-mod", "llama-draft"};
   o.peers_dir = DefaultPeersDir();
-  std::vector<PeerSpec> specs;
-  for (const auto& n : o.peers) specs.push_back(ParsePeer(n));
-  if (!PeerRunner(o.peers_dir).Missing(specs).empty()) {
-    GTEST_SKIP() << "llama.cpp's tools are not built in " << o.peers_dir << " (scripts/setup.sh --peers)";
-  }
+  if (!PeersBuilt(o)) GTEST_SKIP() << "llama.cpp's tools are not built in " << o.peers_dir << " (scripts/setup.sh --peers)";
   Harness h(*target_, draft_, o);
   const std::vector<BenchPrompt> prompts = {Prompts()[1], Prompts()[3]};
   const RunStatus st = h.Run(prompts, {}, nullptr);
@@ -632,11 +635,7 @@ TEST_F(HarnessTest, RealPeersReadAPromptOverTheDefaultBatch) {
   o.warmup = false;
   o.peers = {"llama-ar", "llama-ngram-simple", "llama-lookup"};
   o.peers_dir = DefaultPeersDir();
-  std::vector<PeerSpec> specs;
-  for (const auto& n : o.peers) specs.push_back(ParsePeer(n));
-  if (!PeerRunner(o.peers_dir).Missing(specs).empty()) {
-    GTEST_SKIP() << "llama.cpp's tools are not built in " << o.peers_dir << " (scripts/setup.sh --peers)";
-  }
+  if (!PeersBuilt(o)) GTEST_SKIP() << "llama.cpp's tools are not built in " << o.peers_dir << " (scripts/setup.sh --peers)";
   BenchPrompt p = Prompts()[1];
   std::string text;
   for (int i = 0; i < 400; ++i) text += "line " + std::to_string(i) + " of a long report. ";
