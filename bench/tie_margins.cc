@@ -263,7 +263,7 @@ int main(int argc, char** argv) {
         co.lazy_logits = results.contains("flags") && results["flags"].value("lazy_logits", false);
         ctx = std::make_unique<graft::Context>(*model, co);
       }
-      std::map<std::tuple<std::string, int, size_t, size_t, Token>, Margin> seen;  // one replay per divergence
+      std::map<std::tuple<double, std::string, int, size_t, size_t, Token>, Margin> seen;  // one replay per divergence
       const json flags = results.value("flags", json::object());
       for (const json& row : results["rows"]) {
         Turns prompts, outputs;
@@ -300,7 +300,7 @@ int main(int argc, char** argv) {
               !std::all_of(a.begin(), a.end(), in_vocab) || !in_vocab(o[k])) {
             throw std::runtime_error(file + ": " + id + " holds a token not in the target's vocabulary");
           }
-          const auto key = std::make_tuple(id, row.value("rep", 0), t, k, o[k]);
+          const auto key = std::make_tuple(temp, id, row.value("rep", 0), t, k, o[k]);  // a sampled margin is not a greedy one
           auto found = seen.find(key);
           if (found == seen.end()) {
             std::optional<graft::SamplingParams> turn_sp = sp;
