@@ -187,10 +187,13 @@ struct Harness::Impl {
     return d;
   }
 
-  SamplingParams Sampling(const BenchConfig& c, int32_t prompt_index, int32_t rep) const {
+  // Every method samples a prompt's turn with the same seed and stream; each turn is its
+  // own stream, since output positions restart at 0 every turn.
+  SamplingParams Sampling(const BenchConfig& c, int32_t prompt_index, int32_t rep, int32_t turn) const {
     SamplingParams s = o.sampling;
     s.temperature = c.temperature;
     s.seed = o.sampling.seed + 7919ull * static_cast<uint64_t>(prompt_index) + 104729ull * static_cast<uint64_t>(rep);
+    s.stream = static_cast<uint64_t>(turn);
     return s;
   }
 
@@ -220,8 +223,7 @@ struct Harness::Impl {
         break;  // a later turn that no longer fits (rare: long multi-turn prompts)
       }
       req.n_predict = o.n_predict;
-      req.sampling = Sampling(c, pp.index, rep);
-      req.sampling.stream = k;  // each turn its own uniforms (positions restart at 0 every turn)
+      req.sampling = Sampling(c, pp.index, rep, static_cast<int32_t>(k));
       if (c.method == Method::kOracle && ar != nullptr && k < ar->outputs.size()) req.oracle = ar->outputs[k];
       if (stop != nullptr) req.on_tokens = [stop](const std::vector<Token>&) { return !stop->load(); };
       const auto t0 = Clock::now();
@@ -543,7 +545,7 @@ RunStatus Harness::Run(const std::vector<BenchPrompt>& prompts, const HarnessCal
         if (!engines[ci]) continue;
         DecodeOptions d = impl.Options(configs_[ci]);
         d.learn = false;
-        req.sampling = impl.Sampling(configs_[ci], -1, rep);
+        req.sampling = impl.Sampling(configs_[ci], -1, rep, 0);
         engines[ci]->Generate(req, d);
         ev.warmup = true;
         ev.config = configs_[ci].Name();

@@ -470,6 +470,40 @@ TEST_F(HarnessTest, SampledRunsAreComparedWithAr) {
   EXPECT_DOUBLE_EQ(s["summary_by_temp"]["0.8"]["ar"]["speedup"].get<double>(), 1.0);
 }
 
+// Output positions restart at 0 every turn, so each turn of a sampled multi-turn prompt
+// is its own stream: turn 2 is what ar samples for its prompt with stream 1.
+TEST_F(HarnessTest, EachTurnIsSampledAsItsOwnStream) {
+  HarnessOptions o = Options();
+  o.methods = {};
+  o.oracle = false;
+  o.warmup = false;
+  o.temperatures = {0.8f};
+  o.keep_outputs = true;
+  Harness h(*target_, draft_, o);
+  h.Run({Prompts()[0]}, {}, nullptr);
+  ASSERT_EQ(h.rows().size(), 1u);
+  const BenchRow& ar = h.rows()[0];
+  ASSERT_EQ(ar.outputs.size(), 2u);
+  ASSERT_EQ(ar.prompts.size(), 2u);
+  EngineConfig ec;
+  ec.n_ctx = o.n_ctx;
+  ec.n_threads = 1;
+  ec.max_tree = 1;
+  Engine engine(*target_, nullptr, ec);
+  GenerateRequest req;
+  req.prompt = ar.prompts[1];
+  req.n_predict = o.n_predict;
+  req.sampling.temperature = 0.8f;
+  req.sampling.seed = ar.stats.seed;
+  DecodeOptions d;
+  d.method = Method::kAr;
+  d.tree_budget = 1;
+  req.sampling.stream = 1;
+  EXPECT_EQ(engine.Generate(req, d).tokens, ar.outputs[1]);
+  req.sampling.stream = 0;
+  EXPECT_NE(engine.Generate(req, d).tokens, ar.outputs[1]);
+}
+
 // Fake llama.cpp tools (python, beside a table the test writes): they answer each
 // prompt text from the table (tokens as our tokenizer counts them, the text to print) in
 // the real tools' formats; llama-lookup is broken (exits 1). The harness must run them

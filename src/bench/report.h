@@ -28,7 +28,8 @@
 // of ar's wall ms for as many tokens / the row's wall ms, prefill included),
 // modelled_speedup (mean of BenchRow::modelled_speedup; null for peers), tokens_per_s, wall_tokens_per_s, tau (sum new tokens
 // / sum passes), acceptance, nodes_per_pass, lossless_rate (share of rows whose
-// outputs equal ar's with the same seed; peers' at temperature 0 only, null otherwise), oracle_fraction (mean speedup / oracle's, with --oracle), new_tokens,
+// outputs equal ar's with the same seed; peers' at temperature 0 only, null otherwise),
+// oracle_fraction (mean speedup / oracle's, with --oracle), new_tokens,
 // ms_per_pass {draft, retrieve, graft, verify, commit}, prefill_ms, per_source
 // {name: {proposed, accepted, acceptance}}, categories {name: {n, speedup, e2e_speedup,
 // modelled_speedup, tau, acceptance, lossless_rate, tokens_per_s}}, draft_passes,
